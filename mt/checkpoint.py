@@ -1,0 +1,117 @@
+"""Checkpoints: atomic writes, weights-only loading, and the run directory's bookkeeping.
+
+A checkpoint is self-contained: model weights, optimiser and schedule state, RNG state and data position
+(for an exact resume), the resolved config, and the SentencePiece model(s) with their vocabulary hash.
+
+    runs/NAME/checkpoints/step-00001000.pt   the last `train.keep_last` of these
+    runs/NAME/checkpoints/last.pt            hard link to the newest
+    runs/NAME/checkpoints/best.pt            hard link to the best by dev BLEU
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import tempfile
+import zipfile
+from pathlib import Path
+
+import torch
+
+from mt.config import Config, config_from_dict
+from mt.errors import MtError
+from mt.model import Transformer
+from mt.tokenizer import PAD, Tokenizer
+
+RUNS_ROOT = Path("runs")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, then rename: a crash leaves the old file or the new one."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise MtError(f"{path}: directory {path.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(state: dict, path: Path) -> None:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def link_atomic(target: Path, link: Path) -> None:
+    """Point `link` at the same file as `target` (a hard link, so no copy), replacing it atomically."""
+    tmp = link.with_name(f".{link.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    os.link(target, tmp)
+    os.replace(tmp, link)
+
+
+def load_checkpoint(path: Path) -> dict:
+    """Load with weights_only=True: a checkpoint can hold tensors and plain data, never code."""
+    path = Path(path)
+    if not path.is_file():
+        raise MtError(f"{path}: no such checkpoint")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise MtError(f"{path}: refused: the checkpoint holds more than weights and data "
+                      f"({str(e).strip().splitlines()[0]})")
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as e:
+        raise MtError(f"{path}: not a readable checkpoint (truncated or corrupt: {str(e).splitlines()[0]})")
+    if not isinstance(state, dict) or "model" not in state or "config" not in state:
+        raise MtError(f"{path}: not an mt checkpoint")
+    return state
+
+
+def tokenizer_state(tokenizer: Tokenizer) -> dict:
+    return {"src": tokenizer.src_proto, "tgt": tokenizer.tgt_proto, "vocab_hash": tokenizer.vocab_hash}
+
+
+def load_model(path: Path, device: torch.device) -> tuple[Transformer, Tokenizer, Config, dict]:
+    """Rebuild the model and its tokenizer from a checkpoint, checking that they belong together."""
+    state = load_checkpoint(path)
+    config = config_from_dict(state["config"], source=str(path))
+    saved = state["tokenizer"]
+    tokenizer = Tokenizer(saved["src"], saved["tgt"])
+    if tokenizer.vocab_hash != saved["vocab_hash"]:
+        raise MtError(f"{path}: the tokenizer inside does not match its vocabulary hash")
+    model = Transformer(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, PAD)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as e:
+        raise MtError(f"{path}: weights do not fit the model its config describes "
+                      f"({str(e).strip().splitlines()[-1].strip()})")
+    return model.to(device).eval(), tokenizer, config, state
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def prune_step_checkpoints(run_dir: Path, keep: int) -> None:
+    """Keep the newest `keep` step checkpoints; last.pt and best.pt are links and survive on their own."""
+    steps = sorted(checkpoint_dir(run_dir).glob("step-*.pt"))
+    for old in steps[:max(len(steps) - keep, 0)]:
+        old.unlink()
+
+
+def default_checkpoint() -> Path:
+    """The best checkpoint of the most recently trained run under runs/."""
+    candidates = [p for p in RUNS_ROOT.glob("*/checkpoints/last.pt")]
+    if not candidates:
+        raise MtError(f"no trained run under {RUNS_ROOT}/: train one with `mt train` or pass --checkpoint")
+    latest = max(candidates, key=lambda p: p.stat().st_mtime).parent
+    best = latest / "best.pt"
+    return best if best.exists() else latest / "last.pt"

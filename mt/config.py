@@ -1,0 +1,256 @@
+"""Typed configuration: every default lives in these dataclasses, YAML and `--set` only override them.
+
+A config file is a YAML mapping with the sections `model`, `tokenizer`, `data`, `train` and `decode`.
+Unknown keys, wrong types and out-of-range values are errors that name the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from mt.errors import MtError
+
+
+@dataclass
+class ModelConfig:
+    """The Transformer's shape. Defaults are the paper's base model."""
+
+    d_model: int = 512
+    num_heads: int = 8
+    d_ff: int = 2048
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    dropout: float = 0.1
+    norm: str = "post"  # "post": Add&Norm as in the paper; "pre": LayerNorm before each sub-layer
+    tie_embeddings: bool = True  # share source/target embeddings and the generator (joint vocabulary only)
+    max_positions: int = 1024  # rows of the sinusoidal position table
+
+
+@dataclass
+class TokenizerConfig:
+    """SentencePiece BPE. Ids are fixed: pad 0, unk 1, bos 2, eos 3."""
+
+    vocab_size: int = 8000
+    joint: bool = True  # one vocabulary for both languages; False trains one model per language
+    character_coverage: float = 0.9995
+    byte_fallback: bool = True  # unknown characters become UTF-8 byte pieces instead of <unk>
+    sample_size: int = 2_000_000  # sentences SentencePiece samples from the training corpus
+
+
+@dataclass
+class CorpusConfig:
+    """Where one split's sentence pairs come from: local files, or a Hugging Face hub dataset.
+
+    path: a prefix of aligned text files (PATH.zh and PATH.en), a .tsv file (source<TAB>target), or a .jsonl
+    file (one object per line). hub: a hub dataset name, with hub_config and split. src_field/tgt_field name the
+    fields of JSONL and hub rows; a dot reaches into a nested field ("translation.zh"); empty means the language
+    code.
+    """
+
+    path: str = ""
+    hub: str = ""
+    hub_config: str = ""
+    split: str = "train"
+    src_field: str = ""
+    tgt_field: str = ""
+
+    @property
+    def is_set(self) -> bool:
+        return bool(self.path or self.hub)
+
+
+@dataclass
+class DataConfig:
+    src_lang: str = "zh"
+    tgt_lang: str = "en"
+    train: CorpusConfig = field(default_factory=CorpusConfig)
+    dev: CorpusConfig = field(default_factory=lambda: CorpusConfig(split="validation"))
+    test: CorpusConfig = field(default_factory=lambda: CorpusConfig(split="test"))
+    max_len: int = 128  # pairs with more tokens on either side are dropped from training (and counted)
+    dev_max_sentences: int = 0  # validate on the first N dev pairs (0: all)
+
+
+@dataclass
+class TrainConfig:
+    """The training loop. Defaults are the paper's optimiser and schedule."""
+
+    run_dir: str = ""  # empty: runs/<config file name>
+    seed: int = 1
+    device: str = "auto"  # auto | cpu | cuda
+    max_steps: int = 100_000
+    max_tokens: int = 25_000  # a batch holds at most this many padded tokens (per side)
+    warmup_steps: int = 4000
+    lr_scale: float = 1.0  # multiplies the paper's rate d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    label_smoothing: float = 0.1
+    clip_grad_norm: float = 0.0  # 0: no clipping (the paper does not clip)
+    log_every: int = 100
+    eval_every: int = 1000
+    keep_last: int = 5  # step checkpoints kept besides last.pt and best.pt
+
+
+@dataclass
+class DecodeConfig:
+    max_len_a: float = 2.0  # an output may have up to a * source_length + b tokens
+    max_len_b: int = 10
+    batch_size: int = 64  # sentences per decoding batch
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+def load_config(paths: list[str | Path] = (), overrides: list[str] = (), run_dir: str = "") -> Config:
+    """Defaults ← each YAML file in turn ← `key=value` overrides; then validate. Errors name the file or key."""
+    paths = [Path(p) for p in paths]
+    raw: dict = {}
+    for path in paths:
+        _merge(raw, _read_yaml(path))
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise MtError(f"--set {item!r}: expected KEY=VALUE, e.g. train.max_steps=200")
+        _set_dotted(raw, key.strip().split("."), yaml.safe_load(value))
+    source = " + ".join([str(p) for p in paths] + (["--set"] if overrides else [])) or "defaults"
+    config = _build(Config, raw, prefix="", source=source)
+    if run_dir:
+        config.train.run_dir = run_dir
+    if not config.train.run_dir:
+        config.train.run_dir = str(Path("runs") / (paths[0].stem if paths else "default"))
+    validate(config)
+    return config
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise MtError(f"{path}: cannot read config ({e.strerror})")
+    except UnicodeDecodeError:
+        raise MtError(f"{path}: config is not valid UTF-8")
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise MtError(f"{path}: not valid YAML ({str(e).splitlines()[0]})")
+    if not isinstance(raw, dict):
+        raise MtError(f"{path}: a config must be a YAML mapping of sections")
+    return raw
+
+
+def _merge(base: dict, update: dict) -> None:
+    """Deep-merge `update` into `base`: a later file overrides single keys, not whole sections."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def config_to_dict(config: Config) -> dict:
+    return dataclasses.asdict(config)
+
+
+def config_from_dict(raw: dict, source: str = "checkpoint") -> Config:
+    config = _build(Config, raw, prefix="", source=source)
+    validate(config)
+    return config
+
+
+def save_config(config: Config, path: Path) -> None:
+    from mt.checkpoint import atomic_write_bytes  # late import: checkpoint imports torch
+
+    text = yaml.safe_dump(config_to_dict(config), sort_keys=False, allow_unicode=True)
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def validate(config: Config) -> None:
+    """Range checks that types alone cannot express."""
+    m, t, d, k = config.model, config.train, config.data, config.tokenizer
+    checks = [
+        (m.d_model > 0, "model.d_model", "must be positive"),
+        (m.num_heads > 0 and m.d_model % m.num_heads == 0, "model.num_heads",
+         f"must divide model.d_model ({m.d_model})"),
+        (m.d_ff > 0, "model.d_ff", "must be positive"),
+        (m.num_encoder_layers > 0, "model.num_encoder_layers", "must be positive"),
+        (m.num_decoder_layers > 0, "model.num_decoder_layers", "must be positive"),
+        (0.0 <= m.dropout < 1.0, "model.dropout", "must be in [0, 1)"),
+        (m.norm in ("post", "pre"), "model.norm", "must be 'post' or 'pre'"),
+        (m.max_positions > 0, "model.max_positions", "must be positive"),
+        (k.vocab_size >= 16, "tokenizer.vocab_size", "must be at least 16"),
+        (0.0 < k.character_coverage <= 1.0, "tokenizer.character_coverage", "must be in (0, 1]"),
+        (d.max_len > 0, "data.max_len", "must be positive"),
+        (d.max_len <= m.max_positions, "data.max_len", f"must not exceed model.max_positions ({m.max_positions})"),
+        (t.device in ("auto", "cpu", "cuda"), "train.device", "must be auto, cpu or cuda"),
+        (t.max_steps > 0, "train.max_steps", "must be positive"),
+        (t.max_tokens >= d.max_len + 2, "train.max_tokens", f"must hold one pair of data.max_len + 2 tokens"),
+        (t.warmup_steps > 0, "train.warmup_steps", "must be positive"),
+        (t.lr_scale > 0, "train.lr_scale", "must be positive"),
+        (0.0 <= t.label_smoothing < 1.0, "train.label_smoothing", "must be in [0, 1)"),
+        (t.clip_grad_norm >= 0, "train.clip_grad_norm", "must be 0 (off) or positive"),
+        (t.log_every > 0, "train.log_every", "must be positive"),
+        (t.eval_every > 0, "train.eval_every", "must be positive"),
+        (t.keep_last >= 0, "train.keep_last", "must be 0 or more"),
+        (config.decode.batch_size > 0, "decode.batch_size", "must be positive"),
+        (config.decode.max_len_a >= 0 and config.decode.max_len_b >= 1, "decode.max_len_b",
+         "outputs need room for at least one token"),
+    ]
+    for ok, key, why in checks:
+        if not ok:
+            raise MtError(f"config key {key}: {why}")
+    for name in ("train", "dev", "test"):
+        corpus = getattr(d, name)
+        if corpus.path and corpus.hub:
+            raise MtError(f"config key data.{name}: set either path or hub, not both")
+
+
+def _set_dotted(raw: dict, keys: list[str], value) -> None:
+    for key in keys[:-1]:
+        raw = raw.setdefault(key, {})
+        if not isinstance(raw, dict):
+            raise MtError(f"--set {'.'.join(keys)}: {key} is not a section")
+    raw[keys[-1]] = value
+
+
+def _build(cls, raw, prefix: str, source: str):
+    """Make dataclass `cls` from a mapping, checking every key and type."""
+    where = prefix.rstrip(".") or "the top level"
+    if not isinstance(raw, dict):
+        raise MtError(f"{source}: config key {where} must be a mapping")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise MtError(f"{source}: unknown config key {prefix}{unknown[0]} (known in {where}: {', '.join(fields)})")
+    values = {}
+    for name, value in raw.items():
+        kind = hints[name]
+        if dataclasses.is_dataclass(kind):
+            values[name] = _build(kind, value or {}, f"{prefix}{name}.", source)
+        else:
+            values[name] = _check_type(value, kind, f"{prefix}{name}", source)
+    return cls(**values)
+
+
+def _check_type(value, kind, key: str, source: str):
+    if kind is float and not isinstance(value, bool) and isinstance(value, (int, str)):
+        try:  # YAML 1.1 reads "1e-9" as a string
+            return float(value)
+        except ValueError:
+            pass
+    if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)  # e.g. a hub config named "2019"
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise MtError(f"{source}: config key {key} must be {kind.__name__}, got {value!r}")

@@ -1,0 +1,129 @@
+"""SentencePiece BPE: training on a corpus, and a small wrapper that turns text into ids and back.
+
+Ids are fixed for every model: PAD 0, UNK 1, BOS 2, EOS 3. A source sentence is `pieces + EOS`; a target
+sentence is `BOS + pieces + EOS`, so that training can feed `tgt[:, :-1]` and predict `tgt[:, 1:]`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+
+from mt.config import TokenizerConfig
+from mt.errors import MtError
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+JOINT_FILE = "spm.model"
+SRC_FILE, TGT_FILE = "spm.src.model", "spm.tgt.model"
+
+
+class Tokenizer:
+    """One SentencePiece model for both sides (joint) or one per side."""
+
+    def __init__(self, src_proto: bytes, tgt_proto: bytes | None = None):
+        self.src_proto = src_proto
+        self.tgt_proto = tgt_proto  # None: joint vocabulary
+        self.src = spm.SentencePieceProcessor(model_proto=src_proto)
+        self.tgt = self.src if tgt_proto is None else spm.SentencePieceProcessor(model_proto=tgt_proto)
+
+    @property
+    def joint(self) -> bool:
+        return self.tgt_proto is None
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.src.get_piece_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.tgt.get_piece_size()
+
+    @property
+    def vocab_hash(self) -> str:
+        """Identifies the vocabulary: a checkpoint only works with the tokenizer it was trained with."""
+        digest = hashlib.sha256(self.src_proto)
+        if self.tgt_proto is not None:
+            digest.update(self.tgt_proto)
+        return digest.hexdigest()[:16]
+
+    def encode_src(self, texts: list[str]) -> list[list[int]]:
+        return [ids + [EOS] for ids in self.src.encode(texts)]
+
+    def encode_tgt(self, texts: list[str]) -> list[list[int]]:
+        return [[BOS] + ids + [EOS] for ids in self.tgt.encode(texts)]
+
+    def src_pieces(self, text: str) -> list[str]:
+        return self.src.encode(text, out_type=str)
+
+    def decode_tgt(self, ids: list[list[int]]) -> list[str]:
+        return self.tgt.decode([[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids])  # UNK shows as ⁇
+
+    def save(self, run_dir: Path) -> None:
+        from mt.checkpoint import atomic_write_bytes  # late import: checkpoint imports torch
+
+        if self.joint:
+            atomic_write_bytes(run_dir / JOINT_FILE, self.src_proto)
+        else:
+            atomic_write_bytes(run_dir / SRC_FILE, self.src_proto)
+            atomic_write_bytes(run_dir / TGT_FILE, self.tgt_proto)
+
+    @staticmethod
+    def files(run_dir: Path) -> list[Path]:
+        """The tokenizer files present in a run directory."""
+        return [run_dir / name for name in (JOINT_FILE, SRC_FILE, TGT_FILE) if (run_dir / name).exists()]
+
+    @classmethod
+    def load(cls, run_dir: Path) -> Tokenizer | None:
+        """The tokenizer saved in a run directory, or None when there is none yet."""
+        if (run_dir / JOINT_FILE).exists():
+            return cls(_read_model(run_dir / JOINT_FILE))
+        if (run_dir / SRC_FILE).exists() and (run_dir / TGT_FILE).exists():
+            return cls(_read_model(run_dir / SRC_FILE), _read_model(run_dir / TGT_FILE))
+        return None
+
+
+def train_tokenizer(src_texts: Iterable[str], tgt_texts: Iterable[str], config: TokenizerConfig) -> Tokenizer:
+    """Train SentencePiece BPE on the training corpus: one joint model, or one per language."""
+    if config.joint:
+        return Tokenizer(_train_bpe(_chain(src_texts, tgt_texts), config))
+    return Tokenizer(_train_bpe(src_texts, config), _train_bpe(tgt_texts, config))
+
+
+def _chain(*parts: Iterable[str]):
+    for part in parts:
+        yield from part
+
+
+def _train_bpe(texts: Iterable[str], config: TokenizerConfig) -> bytes:
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=(t for t in texts if t),
+            model_writer=model,
+            model_type="bpe",
+            vocab_size=config.vocab_size,
+            character_coverage=config.character_coverage,
+            byte_fallback=config.byte_fallback,
+            input_sentence_size=config.sample_size,
+            shuffle_input_sentence=True,
+            pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+            minloglevel=2,
+        )
+    except RuntimeError as e:  # e.g. a vocabulary too large for a small corpus
+        reason = str(e).split("]", 1)[-1].strip()
+        raise MtError(f"config key tokenizer.vocab_size: SentencePiece cannot train it: {reason}")
+    return model.getvalue()
+
+
+def _read_model(path: Path) -> bytes:
+    proto = path.read_bytes()
+    try:
+        spm.SentencePieceProcessor(model_proto=proto)
+    except RuntimeError:
+        raise MtError(f"{path}: not a SentencePiece model")
+    return proto

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The main job, end to end on a CPU: set up, train the Tatoeba config, translate "我爱你", evaluate on the test set.
+# Data comes from ../shared/data when it is there, else from the Hugging Face hub (OPUS-100 en-zh).
+# Running it again continues (or reuses) the finished run instead of starting over.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+
+configs=(-c configs/tatoeba-cpu.yaml)
+run_dir=runs/tatoeba-cpu
+if [ ! -d ../shared/data/zh-en/tatoeba ]; then
+  echo "../shared/data/zh-en/tatoeba not found: training on OPUS-100 en-zh from the Hugging Face hub instead"
+  configs+=(-c configs/hub-opus100.yaml)
+  run_dir=runs/opus100-cpu
+fi
+resume=()
+[ -f "$run_dir/checkpoints/last.pt" ] && resume=(--resume)
+
+mt train "${configs[@]}" "${resume[@]}"
+echo
+echo '$ mt translate "我爱你"'
+mt translate --checkpoint "$run_dir/checkpoints/best.pt" "我爱你"
+echo
+echo "$ mt evaluate   (the config's test set, greedy decoding)"
+mt evaluate --checkpoint "$run_dir/checkpoints/best.pt" --output "$run_dir/test.hyp.en"

@@ -1,0 +1,14 @@
+# Sourced by the README's commands: make .venv (once) with torch, the package and its test tools, then use it.
+# torch is installed first, pinned, so that pip does not pull a multi-GB build when a CPU wheel is at hand;
+# set MT_TORCH to choose another (e.g. MT_TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126").
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ ! -x "$root/.venv/bin/mt" ]; then
+  echo "setting up $root/.venv (one time)"
+  python3 -m venv "$root/.venv"
+  "$root/.venv/bin/pip" install --quiet --upgrade pip
+  # shellcheck disable=SC2086
+  "$root/.venv/bin/pip" install --quiet ${MT_TORCH:-torch==2.13.0}
+  "$root/.venv/bin/pip" install --quiet -e "$root[test]"
+fi
+export PATH="$root/.venv/bin:$PATH"

@@ -1,0 +1,101 @@
+"""The commands as a user runs them: `python -m mt …` in a fresh directory, end to end on a tiny config."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import SHARED, require_shared, tiny_yaml, write_lines
+
+
+def mt(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mt", *args], cwd=cwd, input=stdin, capture_output=True,
+                          text=True, timeout=300)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *names: str, code: int = 2) -> None:
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("mt: error: "), result.stderr
+    for name in names:
+        assert name in lines[0]
+
+
+@pytest.fixture(scope="module")
+def workdir(corpus_dir, tmp_path_factory) -> Path:
+    """A directory where `mt train` has run on the tiny config (run directory runs/tiny)."""
+    cwd = tmp_path_factory.mktemp("cli")
+    (cwd / "tiny.yaml").write_text(tiny_yaml(corpus_dir, Path("runs/tiny"), max_steps=12, eval_every=6),
+                                   encoding="utf-8")
+    result = mt("train", "--config", "tiny.yaml", cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    assert "train: 300 pairs, kept 300" in result.stdout and "done: 12 steps" in result.stdout
+    return cwd
+
+
+def test_train_writes_a_run_directory(workdir):
+    run = workdir / "runs" / "tiny"
+    assert (run / "config.yaml").is_file() and (run / "spm.model").is_file()
+    assert (run / "checkpoints" / "best.pt").is_file() and (run / "checkpoints" / "last.pt").is_file()
+
+
+def test_translate_arguments_stdin_and_files_keep_one_line_per_input(workdir):
+    args = mt("translate", "我爱你", "你好。", cwd=workdir)  # default checkpoint: the latest run's best
+    assert args.returncode == 0, args.stderr
+    assert len(args.stdout.splitlines()) == 2
+    piped = mt("translate", cwd=workdir, stdin="我爱你\n\n你好。\n")
+    assert piped.returncode == 0, piped.stderr
+    lines = piped.stdout.split("\n")[:-1]
+    assert len(lines) == 3 and lines[1] == ""  # an empty input line gives an empty output line
+    assert [lines[0], lines[2]] == args.stdout.splitlines()  # batching does not change a sentence's output
+    write_lines(workdir / "in.zh", ["我爱你", "你好。"])
+    to_file = mt("translate", "--input", "in.zh", "--output", "out.en", cwd=workdir)
+    assert to_file.returncode == 0, to_file.stderr
+    assert (workdir / "out.en").read_text(encoding="utf-8") == args.stdout
+
+
+def test_evaluate_the_configs_test_set_and_an_existing_output(workdir):
+    result = mt("evaluate", "--output", "test.hyp", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("BLEU ") and "nrefs:1|case:mixed|eff:no|tok:13a" in result.stdout
+    assert "chrF " in result.stdout
+    assert len((workdir / "test.hyp").read_text(encoding="utf-8").splitlines()) == 20
+    require_shared()
+    wmt = SHARED / "wmt21"
+    scored = mt("evaluate", "--hyp", str(wmt / "system-outputs/newstest2021.zh-en.hyp.NiuTrans.en"),
+                "--ref", str(wmt / "newstest2021.zh-en.en"), cwd=workdir)
+    assert scored.stdout.splitlines()[0].startswith("BLEU 31.886 ")
+    assert scored.stdout.splitlines()[1].startswith("chrF 61.070 ")
+
+
+def test_tokenizer_command_trains_one_on_its_own(corpus_dir, tmp_path):
+    (tmp_path / "tiny.yaml").write_text(tiny_yaml(corpus_dir, Path("runs/tok")), encoding="utf-8")
+    result = mt("tokenizer", "-c", "tiny.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "runs" / "tok" / "spm.model").is_file() and "600 pieces (joint)" in result.stdout
+
+
+def test_bad_input_gives_one_clear_line(workdir, tmp_path):
+    assert_one_line_error(mt("train", "-c", "missing.yaml", cwd=workdir), "missing.yaml")
+    assert_one_line_error(mt("train", "-c", "tiny.yaml", "--set", "model.d_modle=8", cwd=workdir),
+                          "model.d_modle")
+    assert_one_line_error(mt("train", "-c", "tiny.yaml", "--set", "train.max_steps=many", cwd=workdir),
+                          "train.max_steps")
+    write_lines(tmp_path / "bad.zh", ["一", "二"])
+    write_lines(tmp_path / "bad.en", ["one"])
+    assert_one_line_error(mt("train", "-c", "tiny.yaml", "--run-dir", str(tmp_path / "r"),
+                             "--set", f"data.train.path={tmp_path / 'bad'}", cwd=workdir), "bad.zh", "bad.en")
+    assert_one_line_error(mt("translate", "--checkpoint", "nothere.pt", "hi", cwd=workdir), "nothere.pt")
+    assert_one_line_error(mt("translate", "--input", "nothere.zh", cwd=workdir), "nothere.zh")
+    if not torch.cuda.is_available():
+        assert_one_line_error(mt("translate", "--device", "cuda", "hi", cwd=workdir), "--device cuda")
+    assert_one_line_error(mt("translate", "--output", "no/such/dir/out.en", "hi", cwd=workdir), "no/such/dir")
+    assert_one_line_error(mt("translate", "hi", cwd=tmp_path), "no trained run")
+
+
+def test_python_dash_m_and_help(tmp_path):
+    result = mt("--help", cwd=tmp_path)
+    assert result.returncode == 0 and "translate" in result.stdout and "evaluate" in result.stdout

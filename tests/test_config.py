@@ -1,0 +1,79 @@
+"""Configs: the paper's values by default, overrides, and errors that name the key."""
+
+from pathlib import Path
+
+import pytest
+
+from mt.config import Config, config_from_dict, config_to_dict, load_config
+from mt.errors import MtError
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def test_base_config_is_the_papers_base_model_and_optimiser():
+    c = load_config([CONFIGS / "base.yaml"])
+    m, t = c.model, c.train
+    assert (m.d_model, m.num_heads, m.d_ff, m.num_encoder_layers, m.num_decoder_layers) == (512, 8, 2048, 6, 6)
+    assert (m.dropout, t.label_smoothing, m.norm) == (0.1, 0.1, "post")
+    assert (t.adam_beta1, t.adam_beta2, t.adam_eps, t.warmup_steps, t.lr_scale) == (0.9, 0.98, 1e-9, 4000, 1.0)
+    assert c == load_config([CONFIGS / "base.yaml"], run_dir=c.train.run_dir)
+
+
+def test_defaults_are_the_base_model():
+    assert load_config([]).model == load_config([CONFIGS / "base.yaml"]).model
+
+
+def test_big_config_is_the_papers_big_model():
+    m = load_config([CONFIGS / "big.yaml"]).model
+    assert (m.d_model, m.num_heads, m.d_ff, m.dropout) == (1024, 16, 4096, 0.3)
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads(path):
+    load_config([CONFIGS / "tatoeba-cpu.yaml", path] if path.name.startswith("hub-") else [path])
+
+
+def test_set_overrides_with_types_and_run_dir_default(tmp_path):
+    c = load_config([CONFIGS / "tatoeba-cpu.yaml"], ["train.max_steps=200", "model.dropout=0", "model.norm=pre"])
+    assert (c.train.max_steps, c.model.dropout, c.model.norm) == (200, 0.0, "pre")
+    assert c.train.run_dir == str(Path("runs") / "tatoeba-cpu")
+
+
+def test_later_files_override_single_keys(tmp_path):
+    overlay = tmp_path / "o.yaml"
+    overlay.write_text("model: {d_model: 128}\n", encoding="utf-8")
+    c = load_config([CONFIGS / "tatoeba-cpu.yaml", overlay])
+    assert (c.model.d_model, c.model.num_heads) == (128, 4)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.d_modle=3", "unknown config key model.d_modle"),
+    ("modle.d_model=3", "unknown config key modle"),
+    ("model.d_model=abc", "config key model.d_model must be int, got 'abc'"),
+    ("model.dropout=true", "config key model.dropout must be float"),
+    ("model.num_heads=7", "config key model.num_heads: must divide model.d_model"),
+    ("model.dropout=-0.1", "config key model.dropout: must be in"),
+    ("train.device=tpu", "config key train.device"),
+    ("model=3", "config key model must be a mapping"),
+    ("nokey", "expected KEY=VALUE"),
+])
+def test_bad_values_name_the_key(override, message):
+    with pytest.raises(MtError, match=message.replace(".", r"\.")):
+        load_config([CONFIGS / "base.yaml"], [override])
+
+
+def test_files_that_are_not_configs(tmp_path):
+    (tmp_path / "list.yaml").write_text("- a\n- b\n", encoding="utf-8")
+    (tmp_path / "broken.yaml").write_text("model: {d_model: [\n", encoding="utf-8")
+    with pytest.raises(MtError, match=r"list\.yaml: a config must be a YAML mapping"):
+        load_config([tmp_path / "list.yaml"])
+    with pytest.raises(MtError, match=r"broken\.yaml: not valid YAML"):
+        load_config([tmp_path / "broken.yaml"])
+    with pytest.raises(MtError, match=r"missing\.yaml: cannot read config"):
+        load_config([tmp_path / "missing.yaml"])
+
+
+def test_round_trip_through_a_dict():
+    c = load_config([CONFIGS / "tatoeba-cpu.yaml"])
+    assert config_from_dict(config_to_dict(c)) == c
+    assert isinstance(c, Config)

@@ -1,0 +1,126 @@
+"""Reading corpora (files, TSV, JSONL, hub layout), tokenising with a cache, filtering, batching."""
+
+import json
+
+import datasets
+import numpy as np
+import pytest
+
+from conftest import write_lines
+from mt.config import CorpusConfig, DataConfig
+from mt.data import TrainBatches, encode_corpus, filter_pairs, make_batch, read_corpus, token_batches
+from mt.errors import MtError
+from mt.tokenizer import BOS, EOS, PAD
+
+
+def test_targets_are_shifted_by_one():
+    batch = make_batch([[5, 6, EOS], [7, EOS]], [[BOS, 8, 9, EOS], [BOS, 10, EOS]])
+    assert batch.tgt_input.tolist() == [[BOS, 8, 9], [BOS, 10, EOS]]
+    assert batch.tgt_label.tolist() == [[8, 9, EOS], [10, EOS, PAD]]
+    assert batch.src_mask.shape == (2, 1, 1, 3) and batch.tgt_mask.shape == (2, 1, 3, 3)
+    assert batch.num_tokens == 5  # PAD labels do not count
+
+
+def test_token_batches_cover_every_pair_once_within_the_budget():
+    rng = np.random.default_rng(0)
+    src_len, tgt_len = rng.integers(2, 40, 500), rng.integers(3, 40, 500)
+    batches = token_batches(src_len, tgt_len, max_tokens=200, rng=np.random.default_rng(1))
+    assert sorted(np.concatenate(batches).tolist()) == list(range(500))
+    for indices in batches:
+        assert len(indices) * max(src_len[indices].max(), tgt_len[indices].max()) <= 200
+    again = token_batches(src_len, tgt_len, max_tokens=200, rng=np.random.default_rng(1))
+    assert all((a == b).all() for a, b in zip(batches, again))  # the same seed gives the same order
+
+
+def test_length_bucketing_keeps_padding_low(corpus_dir, tokenizer, tmp_path):
+    data = DataConfig(train=CorpusConfig(path=str(corpus_dir / "train")))
+    encoded, _ = filter_pairs(encode_corpus(read_corpus(data.train, data, "train"), tokenizer, tmp_path, "t"), 64, "t")
+    assert TrainBatches(encoded, max_tokens=200, seed=1).padding_ratio() < 0.35
+
+
+def test_aligned_files_are_read_as_pairs(corpus_dir):
+    data = DataConfig()
+    pairs = read_corpus(CorpusConfig(path=str(corpus_dir / "dev")), data, "dev")
+    assert len(pairs) == 20 and pairs.column_names == ["src", "tgt"]
+    assert pairs[0]["tgt"] == (corpus_dir / "dev.en").read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_misaligned_files_name_both_files(tmp_path):
+    write_lines(tmp_path / "c.zh", ["一", "二", "三"])
+    write_lines(tmp_path / "c.en", ["one", "two"])
+    with pytest.raises(MtError, match=r"c\.zh has 3 lines but .*c\.en has 2"):
+        read_corpus(CorpusConfig(path=str(tmp_path / "c")), DataConfig(), "train")
+
+
+def test_invalid_utf8_names_the_line(tmp_path):
+    (tmp_path / "c.zh").write_bytes("一\n二\n".encode() + b"\xff\xfe bad\n")
+    write_lines(tmp_path / "c.en", ["one", "two", "three"])
+    with pytest.raises(MtError, match=r"c\.zh:3: invalid UTF-8"):
+        read_corpus(CorpusConfig(path=str(tmp_path / "c")), DataConfig(), "train")
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(MtError, match=r"nothere\.zh: no such file"):
+        read_corpus(CorpusConfig(path=str(tmp_path / "nothere")), DataConfig(), "train")
+
+
+def test_tsv_and_jsonl(tmp_path):
+    write_lines(tmp_path / "c.tsv", ["你好\tHello", "谢谢\tThanks"])
+    pairs = read_corpus(CorpusConfig(path=str(tmp_path / "c.tsv")), DataConfig(), "train")
+    assert pairs["src"] == ["你好", "谢谢"] and pairs["tgt"] == ["Hello", "Thanks"]
+    write_lines(tmp_path / "bad.tsv", ["你好\tHello", "no tab here"])
+    with pytest.raises(MtError, match=r"bad\.tsv:2: expected 2 tab-separated fields"):
+        read_corpus(CorpusConfig(path=str(tmp_path / "bad.tsv")), DataConfig(), "train")
+    write_lines(tmp_path / "c.jsonl", [json.dumps({"zh": "你好", "en": "Hello"}, ensure_ascii=False)])
+    pairs = read_corpus(CorpusConfig(path=str(tmp_path / "c.jsonl")), DataConfig(), "train")
+    assert pairs[0] == {"src": "你好", "tgt": "Hello"}
+    write_lines(tmp_path / "bad.jsonl", ['{"zh": "a", "en": "b"}', '{"zh": '])
+    with pytest.raises(MtError, match=r"bad\.jsonl:2: not valid JSON"):
+        read_corpus(CorpusConfig(path=str(tmp_path / "bad.jsonl")), DataConfig(), "train")
+
+
+def make_hub_layout(root):
+    """A local dataset laid out like Helsinki-NLP/opus-100: one folder per config with parquet splits."""
+    rows = {"translation": [{"en": "Hello", "zh": "你好"}, {"en": "Thanks", "zh": "谢谢"}, {"en": "Bye", "zh": "再见"}]}
+    (root / "en-zh").mkdir(parents=True)
+    datasets.Dataset.from_dict(rows).to_parquet(root / "en-zh" / "train-00000-of-00001.parquet")
+    datasets.Dataset.from_dict(rows).to_parquet(root / "en-zh" / "test-00000-of-00001.parquet")
+    (root / "README.md").write_text(
+        "---\nconfigs:\n- config_name: en-zh\n  data_files:\n  - split: train\n    path: en-zh/train-*\n"
+        "  - split: test\n    path: en-zh/test-*\n---\n", encoding="utf-8")
+
+
+def test_hub_dataset_with_nested_translation_fields(tmp_path):
+    make_hub_layout(tmp_path / "opus")
+    corpus = CorpusConfig(hub=str(tmp_path / "opus"), hub_config="en-zh", split="train[:2]",
+                          src_field="translation.zh", tgt_field="translation.en")
+    pairs = read_corpus(corpus, DataConfig(), "train")
+    assert pairs["src"] == ["你好", "谢谢"] and pairs["tgt"] == ["Hello", "Thanks"]
+    with pytest.raises(MtError, match=r"no field 'zh'"):
+        read_corpus(CorpusConfig(hub=str(tmp_path / "opus"), hub_config="en-zh"), DataConfig(), "train")
+    with pytest.raises(MtError, match=r"data\.train\.hub: cannot load"):
+        read_corpus(CorpusConfig(hub=str(tmp_path / "opus"), hub_config="en-zh", split="nosuch"),
+                    DataConfig(), "train")
+
+
+def test_filtering_counts_empty_and_long_pairs(tokenizer, tmp_path):
+    pairs = datasets.Dataset.from_dict({"src": ["你好", "", "谢谢 " * 40, "再见"],
+                                        "tgt": ["Hello", "Empty source", "Thanks", "   "]})
+    kept, report = filter_pairs(encode_corpus(pairs, tokenizer, tmp_path, "f"), max_len=20, name="train")
+    assert kept["src"] == ["你好"]
+    assert report == "train: 4 pairs, kept 1 (dropped 2 with an empty side, 1 longer than 20 tokens)"
+    with pytest.raises(MtError, match="no pairs left"):
+        filter_pairs(encode_corpus(pairs.select([1]), tokenizer, tmp_path, "g"), max_len=20, name="train")
+
+
+def test_tokenised_corpus_is_cached_per_text_and_vocabulary(tokenizer, tmp_path):
+    pairs = datasets.Dataset.from_dict({"src": ["你好"], "tgt": ["Hello"]})
+    first = encode_corpus(pairs, tokenizer, tmp_path, "train")
+    files = list(tmp_path.glob("train-*.arrow"))
+    assert len(files) == 1
+    assert encode_corpus(pairs, tokenizer, tmp_path, "train")["src_ids"] == first["src_ids"]
+    assert len(list(tmp_path.glob("train-*.arrow"))) == 1  # reused, not rebuilt
+    other = datasets.Dataset.from_dict({"src": ["谢谢"], "tgt": ["Thanks"]})
+    encode_corpus(other, tokenizer, tmp_path, "train")
+    assert len(list(tmp_path.glob("train-*.arrow"))) == 2  # new text, new cache entry
+    assert first[0]["tgt_ids"][0] == BOS and first[0]["tgt_ids"][-1] == EOS and first[0]["src_ids"][-1] == EOS

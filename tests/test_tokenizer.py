@@ -1,0 +1,60 @@
+"""SentencePiece BPE: fixed special ids, joint or separate vocabularies, save/load, clear errors."""
+
+import pytest
+
+from conftest import TINY_TOKENIZER
+from mt.config import TokenizerConfig
+from mt.errors import MtError
+from mt.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, train_tokenizer
+
+ZH = ["我爱你。", "你好。", "我们明天去北京。", "谢谢你。"] * 30
+EN = ["I love you.", "Hello.", "We will go to Beijing tomorrow.", "Thank you."] * 30
+
+
+def test_special_ids_are_fixed(tokenizer):
+    sp = tokenizer.src
+    assert [sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()] == [PAD, UNK, BOS, EOS] == [0, 1, 2, 3]
+    assert tokenizer.src_vocab_size == 600
+
+
+def test_source_ends_with_eos_and_target_is_framed_by_bos_eos(tokenizer):
+    [src], [tgt] = tokenizer.encode_src(["你好。"]), tokenizer.encode_tgt(["Hello."])
+    assert src[-1] == EOS and BOS not in src
+    assert tgt[0] == BOS and tgt[-1] == EOS
+    assert tokenizer.decode_tgt([tgt[1:-1], tgt]) == ["Hello.", "Hello."]
+
+
+def test_separate_vocabularies(tmp_path):
+    tok = train_tokenizer(ZH, EN, TokenizerConfig(vocab_size=40, joint=False, byte_fallback=False))
+    assert not tok.joint and tok.src is not tok.tgt
+    src_pieces = "".join(tok.src.id_to_piece(i) for i in range(4, tok.src_vocab_size))
+    tgt_pieces = "".join(tok.tgt.id_to_piece(i) for i in range(4, tok.tgt_vocab_size))
+    assert "北" in src_pieces and "北" not in tgt_pieces  # each side has its own language's pieces
+    assert "B" in tgt_pieces and "B" not in src_pieces
+    tok.save(tmp_path)
+    again = Tokenizer.load(tmp_path)
+    assert not again.joint and again.vocab_hash == tok.vocab_hash
+
+
+def test_save_and_load_keep_the_vocabulary(tokenizer, tmp_path):
+    assert Tokenizer.load(tmp_path) is None
+    tokenizer.save(tmp_path)
+    loaded = Tokenizer.load(tmp_path)
+    assert loaded.joint and loaded.vocab_hash == tokenizer.vocab_hash
+    assert loaded.encode_src(["我们明天去北京。"]) == tokenizer.encode_src(["我们明天去北京。"])
+
+
+def test_vocabulary_hash_tells_tokenizers_apart(tokenizer):
+    other = train_tokenizer(ZH, EN, TokenizerConfig(vocab_size=60, byte_fallback=False))
+    assert other.vocab_hash != tokenizer.vocab_hash
+
+
+def test_byte_fallback_leaves_no_unknown_pieces():
+    tok = train_tokenizer(ZH * 3, EN * 3, TokenizerConfig(vocab_size=300, byte_fallback=True))
+    ids = tok.encode_src(["龘"])[0]  # a character absent from the training text
+    assert UNK not in ids
+
+
+def test_too_large_a_vocabulary_is_a_config_error():
+    with pytest.raises(MtError, match="tokenizer.vocab_size"):
+        train_tokenizer(ZH[:4], EN[:4], TINY_TOKENIZER)

@@ -1,0 +1,149 @@
+"""Training: the loss ignores padding, the schedule is the paper's, a tiny model learns, checkpoints are exact."""
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import tiny_config, tiny_model
+from mt.checkpoint import load_checkpoint, load_model
+from mt.config import DecodeConfig
+from mt.data import make_batch
+from mt.errors import MtError
+from mt.search import greedy_search
+from mt.tokenizer import PAD, UNK
+from mt.train import inverse_sqrt_lr, train
+from mt.translate import translate_lines
+
+
+def test_padding_never_enters_the_loss():
+    model = tiny_model(vocab=30)
+    pairs = [([5, 6, 7, 3], [2, 8, 9, 10, 11, 3]), ([12, 3], [2, 13, 3])]
+    criterion = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=0.1, reduction="sum")
+
+    def total_loss(chunk):
+        batch = make_batch([s for s, _ in chunk], [t for _, t in chunk])
+        logits = model(batch.src, batch.tgt_input)
+        return criterion(logits.flatten(0, 1), batch.tgt_label.flatten()).item(), batch.num_tokens
+
+    together, tokens = total_loss(pairs)  # the second pair is padded here
+    alone = [total_loss([pair]) for pair in pairs]  # no padding at all
+    assert tokens == sum(n for _, n in alone) == 7
+    assert together == pytest.approx(sum(loss for loss, _ in alone), rel=1e-5)
+
+
+def test_learning_rate_schedule_is_the_papers():
+    d, warmup = 512, 4000
+    assert inverse_sqrt_lr(1, d, warmup) == pytest.approx(d ** -0.5 * warmup ** -1.5)
+    peak = inverse_sqrt_lr(warmup, d, warmup)
+    assert peak == pytest.approx(d ** -0.5 * warmup ** -0.5)
+    assert inverse_sqrt_lr(warmup - 1, d, warmup) < peak > inverse_sqrt_lr(warmup + 1, d, warmup)
+    assert inverse_sqrt_lr(4 * warmup, d, warmup) == pytest.approx(peak / 2)
+    assert inverse_sqrt_lr(10, d, warmup, scale=2.0) == pytest.approx(2 * inverse_sqrt_lr(10, d, warmup))
+
+
+def twenty_pairs(corpus_dir, tokenizer) -> tuple[list[str], list[str]]:
+    """20 distinct real pairs from the tokenizer's training slice, every piece in its vocabulary."""
+    zh = (corpus_dir / "train.zh").read_text(encoding="utf-8").splitlines()
+    en = (corpus_dir / "train.en").read_text(encoding="utf-8").splitlines()
+    pairs = {}
+    for src, tgt in zip(zh[100:], en[100:]):
+        ids = tokenizer.encode_src([src])[0] + tokenizer.encode_tgt([tgt])[0]
+        if UNK not in ids and src not in pairs and tgt not in pairs.values():
+            pairs[src] = tgt
+    return list(pairs)[:20], list(pairs.values())[:20]
+
+
+def test_a_tiny_model_overfits_20_pairs_until_greedy_reproduces_them(corpus_dir, tokenizer):
+    torch.manual_seed(0)
+    zh, en = twenty_pairs(corpus_dir, tokenizer)
+    model = tiny_model(vocab=tokenizer.src_vocab_size, d_model=64, num_heads=4, d_ff=128).train()
+    batch = make_batch(tokenizer.encode_src(zh), tokenizer.encode_tgt(en))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(300):
+        logits = model(batch.src, batch.tgt_input)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_label.flatten(), ignore_index=PAD)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    assert translate_lines(model, tokenizer, zh, DecodeConfig(), torch.device("cpu")) == en
+
+
+def test_greedy_search_respects_each_sentences_length_budget():
+    model = tiny_model(vocab=30)
+    src = torch.tensor([[5, 6, 3], [7, 3, PAD]])
+    out = greedy_search(model, src, torch.tensor([4, 1]))
+    assert len(out[0]) <= 4 and len(out[1]) <= 1
+
+
+@pytest.fixture(scope="module")
+def trained_runs(corpus_dir, tmp_path_factory):
+    """Run A: 8 steps straight. Run B: 4 steps, stop, then --resume to 8. Same config otherwise."""
+    root = tmp_path_factory.mktemp("runs")
+    straight = train(tiny_config(corpus_dir, root / "a", root, max_steps=8, eval_every=4))
+    train(tiny_config(corpus_dir, root / "b", root, max_steps=4, eval_every=4))
+    resumed = train(tiny_config(corpus_dir, root / "b", root, max_steps=8, eval_every=4), resume=True)
+    return straight, resumed
+
+
+def test_a_resumed_run_ends_with_the_same_parameters(trained_runs):
+    straight, resumed = (load_checkpoint(run / "checkpoints" / "last.pt") for run in trained_runs)
+    assert straight["step"] == resumed["step"] == 8
+    for name, tensor in straight["model"].items():
+        assert torch.equal(tensor, resumed["model"][name]), name
+    assert straight["optimizer"]["state"][0]["exp_avg"].equal(resumed["optimizer"]["state"][0]["exp_avg"])
+
+
+def test_a_run_directory_holds_what_the_user_needs(trained_runs):
+    run = trained_runs[0]
+    for name in ("config.yaml", "spm.model", "log.jsonl", "checkpoints/last.pt", "checkpoints/best.pt"):
+        assert (run / name).is_file(), name
+    assert sorted(p.name for p in (run / "checkpoints").glob("step-*.pt")) == ["step-00000004.pt", "step-00000008.pt"]
+
+
+def test_save_then_load_gives_identical_outputs(trained_runs, corpus_dir):
+    path = trained_runs[0] / "checkpoints" / "last.pt"
+    model, tok, config, state = load_model(path, torch.device("cpu"))
+    again, _, _, _ = load_model(path, torch.device("cpu"))
+    src = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()
+    batch = make_batch(tok.encode_src(src[:4]), tok.encode_tgt(["Hello."] * 4))
+    torch.testing.assert_close(model(batch.src, batch.tgt_input), again(batch.src, batch.tgt_input), rtol=0, atol=0)
+    assert state["tokenizer"]["vocab_hash"] == tok.vocab_hash
+    assert translate_lines(model, tok, src, config.decode, torch.device("cpu")) == \
+        translate_lines(again, tok, src, config.decode, torch.device("cpu"))
+
+
+def test_training_into_an_existing_run_needs_resume(trained_runs, corpus_dir, tmp_path):
+    with pytest.raises(MtError, match="already holds a run: pass --resume"):
+        train(tiny_config(corpus_dir, trained_runs[0], tmp_path, max_steps=8))
+    with pytest.raises(MtError, match="--resume: no checkpoint"):
+        train(tiny_config(corpus_dir, tmp_path / "new", tmp_path), resume=True)
+
+
+class RunsCode:
+    def __reduce__(self):
+        return os.system, (f"touch {MARKER}",)
+
+
+MARKER = Path("/tmp/mt-test-pickle-ran-code")
+
+
+def test_a_checkpoint_carrying_code_is_refused_and_the_code_does_not_run(tmp_path):
+    MARKER.unlink(missing_ok=True)
+    path = tmp_path / "evil.pt"
+    torch.save({"model": {}, "config": {}, "payload": RunsCode()}, path, pickle_protocol=2)
+    with pytest.raises(MtError, match="refused"):
+        load_checkpoint(path)
+    assert not MARKER.exists()
+    assert pickle.dumps(RunsCode())  # the payload is real: plain pickle would run it
+
+
+def test_a_truncated_checkpoint_is_a_clear_error(trained_runs, tmp_path):
+    data = (trained_runs[0] / "checkpoints" / "last.pt").read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(MtError, match="not a readable checkpoint"):
+        load_checkpoint(tmp_path / "cut.pt")
