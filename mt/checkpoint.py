@@ -13,35 +13,18 @@ from __future__ import annotations
 import io
 import os
 import pickle
-import tempfile
 import zipfile
 from pathlib import Path
 
 import torch
 
+from mt.atomic import atomic_write_bytes
 from mt.config import Config, config_from_dict
 from mt.errors import MtError
 from mt.model import Transformer
 from mt.tokenizer import PAD, Tokenizer
 
 RUNS_ROOT = Path("runs")
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, then rename: a crash leaves the old file or the new one."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise MtError(f"{path}: directory {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_checkpoint(state: dict, path: Path) -> None:

@@ -1,6 +1,7 @@
 """The `mt` command line: parses options, loads the config, calls one function per command.
 
 A user's mistake (MtError) is printed as one line on stderr with a non-zero exit; `--debug` shows the traceback.
+Each command imports what it needs when it runs, so that `mt --help` answers without loading torch.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ SetOption = Annotated[Optional[list[str]], typer.Option(
 DeviceOption = Annotated[Optional[str], typer.Option("--device", help="auto | cpu | cuda")]
 CheckpointOption = Annotated[Optional[Path], typer.Option(
     "--checkpoint", help="Default: best.pt of the most recently trained run under runs/.")]
+BeamOption = Annotated[Optional[int], typer.Option(
+    "--beam", min=1, help="Beam size; 1 is greedy search. Default: the checkpoint's decode.beam_size.")]
+AlphaOption = Annotated[Optional[float], typer.Option(
+    "--alpha", min=0.0, help="GNMT length penalty: score = log p / ((5 + length) / 6) ** alpha.")]
 
 
 @app.callback()
@@ -62,19 +67,27 @@ def tokenizer(config: ConfigOption, set_: SetOption = None,
 def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentences to translate.")] = None,
               input: Annotated[Optional[Path], typer.Option("--input", "-i", help="One sentence per line.")] = None,
               output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None,
-              checkpoint: CheckpointOption = None, device: DeviceOption = "auto"):
+              checkpoint: CheckpointOption = None, device: DeviceOption = "auto",
+              beam: BeamOption = None, alpha: AlphaOption = None,
+              nbest: Annotated[int, typer.Option("--nbest", min=1, help="Print the N best translations of "
+                                                 "each line as: LINE ||| TRANSLATION ||| SCORE")] = 1):
     """Translate sentences given as arguments, in --input FILE, or on stdin (one per line)."""
     from mt.checkpoint import default_checkpoint, load_model
     from mt.data import read_lines
     from mt.device import resolve_device
-    from mt.translate import translate_lines
+    from mt.translate import translate_nbest
 
     if text and input:
         raise MtError("give sentences as arguments or --input FILE, not both")
     lines = list(text) if text else read_lines(input) if input else _stdin_lines()
     torch_device = resolve_device(device)
     model, tok, config, _ = load_model(checkpoint or default_checkpoint(), torch_device)
-    _write_lines(translate_lines(model, tok, lines, config.decode, torch_device), output)
+    decode = _decode_options(config.decode, beam, alpha, nbest)
+    results = translate_nbest(model, tok, lines, decode, torch_device)
+    if nbest == 1:
+        _write_lines([best[0].text for best in results], output)
+    else:
+        _write_lines([f"{i} ||| {t.text} ||| {t.score:.4f}" for i, hyps in enumerate(results) for t in hyps], output)
 
 
 @app.command()
@@ -87,7 +100,7 @@ def evaluate(checkpoint: CheckpointOption = None,
              hyp: Annotated[Optional[Path], typer.Option("--hyp", help="Score this output; translate nothing.")] = None,
              tgt_lang: Annotated[Optional[str], typer.Option("--tgt-lang", help="For --hyp (default en).")] = None,
              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Save the translations.")] = None,
-             device: DeviceOption = "auto"):
+             device: DeviceOption = "auto", beam: BeamOption = None, alpha: AlphaOption = None):
     """Translate a test set (the config's, or --src/--ref) and print sacreBLEU BLEU and chrF with signatures."""
     from mt.data import read_lines
     from mt.evaluate import score
@@ -97,11 +110,11 @@ def evaluate(checkpoint: CheckpointOption = None,
             raise MtError("--hyp needs at least one --ref")
         scores = score(read_lines(hyp), [read_lines(r) for r in ref], tgt_lang or "en")
     else:
-        scores = _translate_test_set(checkpoint, config, set_, src, ref, output, device)
+        scores = _translate_test_set(checkpoint, config, set_, src, ref, output, device, beam, alpha)
     print("\n".join(scores.lines()))
 
 
-def _translate_test_set(checkpoint, configs, sets, src, refs, output, device):
+def _translate_test_set(checkpoint, configs, sets, src, refs, output, device, beam, alpha):
     from mt.checkpoint import default_checkpoint, load_model
     from mt.data import read_corpus, read_lines
     from mt.device import resolve_device
@@ -118,10 +131,21 @@ def _translate_test_set(checkpoint, configs, sets, src, refs, output, device):
     else:
         test = read_corpus(data.test, data, "test")
         sources, references = test["src"], [test["tgt"]]
-    hypotheses = translate_lines(model, tok, sources, model_config.decode, torch_device)
+    decode = _decode_options(model_config.decode, beam, alpha, nbest=1)
+    hypotheses = translate_lines(model, tok, sources, decode, torch_device)
     if output is not None:
         _write_lines(hypotheses, output)
     return score(hypotheses, references, data.tgt_lang)
+
+
+def _decode_options(decode, beam: int | None, alpha: float | None, nbest: int):
+    """The checkpoint's decode settings with the command line's options on top."""
+    import dataclasses
+
+    beam = beam or decode.beam_size
+    if nbest > beam:
+        raise MtError(f"--nbest {nbest}: cannot exceed the beam size ({beam}); raise --beam")
+    return dataclasses.replace(decode, beam_size=beam, alpha=decode.alpha if alpha is None else alpha, nbest=nbest)
 
 
 def _stdin_lines() -> list[str]:
@@ -131,14 +155,13 @@ def _stdin_lines() -> list[str]:
 
 
 def _write_lines(lines: list[str], output: Path | None) -> None:
-    text = "".join(line + "\n" for line in lines)
     if output is None:
-        sys.stdout.write(text)
+        sys.stdout.write("".join(line + "\n" for line in lines))
         sys.stdout.flush()
     else:
-        from mt.checkpoint import atomic_write_bytes
+        from mt.atomic import atomic_write_lines
 
-        atomic_write_bytes(output, text.encode("utf-8"))
+        atomic_write_lines(output, lines)
 
 
 def main() -> None:

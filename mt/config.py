@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from mt.atomic import atomic_write_bytes
 from mt.errors import MtError
 
 
@@ -98,6 +99,11 @@ class TrainConfig:
 
 @dataclass
 class DecodeConfig:
+    """Translation. Defaults are the paper's beam search (section 6.1: beam 4, length penalty 0.6)."""
+
+    beam_size: int = 4  # 1: greedy search
+    alpha: float = 0.6  # GNMT length penalty: scores are log-probability / ((5 + length) / 6) ** alpha
+    nbest: int = 1  # translations returned per sentence
     max_len_a: float = 2.0  # an output may have up to a * source_length + b tokens
     max_len_b: int = 10
     batch_size: int = 64  # sentences per decoding batch
@@ -169,8 +175,6 @@ def config_from_dict(raw: dict, source: str = "checkpoint") -> Config:
 
 
 def save_config(config: Config, path: Path) -> None:
-    from mt.checkpoint import atomic_write_bytes  # late import: checkpoint imports torch
-
     text = yaml.safe_dump(config_to_dict(config), sort_keys=False, allow_unicode=True)
     atomic_write_bytes(path, text.encode("utf-8"))
 
@@ -202,6 +206,10 @@ def validate(config: Config) -> None:
         (t.log_every > 0, "train.log_every", "must be positive"),
         (t.eval_every > 0, "train.eval_every", "must be positive"),
         (t.keep_last >= 0, "train.keep_last", "must be 0 or more"),
+        (config.decode.beam_size >= 1, "decode.beam_size", "must be at least 1"),
+        (config.decode.alpha >= 0, "decode.alpha", "must be 0 or more"),
+        (1 <= config.decode.nbest <= config.decode.beam_size, "decode.nbest",
+         f"must be between 1 and decode.beam_size ({config.decode.beam_size})"),
         (config.decode.batch_size > 0, "decode.batch_size", "must be positive"),
         (config.decode.max_len_a >= 0 and config.decode.max_len_b >= 1, "decode.max_len_b",
          "outputs need room for at least one token"),

@@ -11,6 +11,7 @@ Masks are boolean and True where attention is allowed: `src_mask` [B,1,1,S] hide
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -34,13 +35,15 @@ def make_tgt_mask(tgt_input: Tensor, pad_idx: int) -> Tensor:
     return make_pad_mask(tgt_input, pad_idx) & make_causal_mask(tgt_input.size(1), tgt_input.device)
 
 
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-    """softmax(QKᵀ/√d_k) V, written out. q [B,H,T,d_k], k and v [B,H,S,d_k], mask [B,1,T|1,S].
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """softmax(QKᵀ/√d_k) V, written out. q [B,H,T,d_k], k and v [B,H,S,d_k], mask [B,1,T|1,S] or None (all).
 
     Returns the output [B,H,T,d_k] and the attention weights [B,H,T,S].
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # [B,H,T,S]
-    weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
     return weights @ v, weights
 
 
@@ -56,10 +59,19 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(d_model, d_model)
         self.w_o = nn.Linear(d_model, d_model)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor,
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None,
                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """query [B,T,D], key/value [B,S,D], mask [B,1,T|1,S] → output [B,T,D], weights [B,H,T,S] or None."""
-        q, k, v = self._split(self.w_q(query)), self._split(self.w_k(key)), self._split(self.w_v(value))
+        return self.attend(query, *self.keys_values(key, value), mask, need_weights)
+
+    def keys_values(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Project and split K and V: [B,S,D] → [B,H,S,d_k] each. Decoding computes the memory's once."""
+        return self._split(self.w_k(key)), self._split(self.w_v(value))
+
+    def attend(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+               need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """query [B,T,D] against projected k, v [B,H,S,d_k] → output [B,T,D], weights [B,H,T,S] or None."""
+        q = self._split(self.w_q(query))
         if need_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask)
         else:  # the same computation in torch's fused kernel
@@ -133,19 +145,71 @@ class DecoderLayer(nn.Module):
         self.add_norm_cross = AddNorm(config.d_model, config.dropout, pre)
         self.add_norm_ff = AddNorm(config.d_model, config.dropout, pre)
 
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor,
-                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """x [B,T,D], memory [B,S,D] → [B,T,D], and the cross-attention weights [B,H,T,S] if asked."""
-        x = self.add_norm_self(x, lambda y: self.self_attn(y, y, y, tgt_mask)[0])
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None,
+                need_weights: bool = False, cache: LayerCache | None = None) -> tuple[Tensor, Tensor | None]:
+        """x [B,T,D], memory [B,S,D] → [B,T,D], and the cross-attention weights [B,H,T,S] if asked.
+
+        With a cache, x holds only the newest position(s): their keys and values are appended to the cache,
+        and the memory's keys and values are projected on the first step only.
+        """
+        def self_attention(y: Tensor) -> Tensor:
+            k, v = self.self_attn.keys_values(y, y)
+            if cache is not None:
+                k, v = cache.append_self(k, v)
+            return self.self_attn.attend(y, k, v, tgt_mask)[0]
+
         weights = None
 
-        def cross(y: Tensor) -> Tensor:  # Q from the decoder, K and V from the encoder's memory
+        def cross_attention(y: Tensor) -> Tensor:  # Q from the decoder, K and V from the encoder's memory
             nonlocal weights
-            out, weights = self.cross_attn(y, memory, memory, src_mask, need_weights)
+            if cache is None:
+                k, v = self.cross_attn.keys_values(memory, memory)
+            else:
+                if cache.cross_k is None:
+                    cache.cross_k, cache.cross_v = self.cross_attn.keys_values(memory, memory)
+                k, v = cache.cross_k, cache.cross_v
+            out, weights = self.cross_attn.attend(y, k, v, src_mask, need_weights)
             return out
 
-        x = self.add_norm_cross(x, cross)
+        x = self.add_norm_self(x, self_attention)
+        x = self.add_norm_cross(x, cross_attention)
         return self.add_norm_ff(x, self.feed_forward), weights
+
+
+@dataclass
+class LayerCache:
+    """What one decoder layer keeps between decoding steps."""
+
+    self_k: Tensor | None = None   # [B,H,t,d_k] self-attention keys of the t tokens produced so far
+    self_v: Tensor | None = None   # [B,H,t,d_k]
+    cross_k: Tensor | None = None  # [B,H,S,d_k] the memory's keys, projected once per sentence
+    cross_v: Tensor | None = None  # [B,H,S,d_k]
+
+    def append_self(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        self.self_k = k if self.self_k is None else torch.cat([self.self_k, k], dim=2)
+        self.self_v = v if self.self_v is None else torch.cat([self.self_v, v], dim=2)
+        return self.self_k, self.self_v
+
+
+@dataclass
+class DecoderCache:
+    """The decoder's state for incremental decoding: one LayerCache per layer."""
+
+    layers: list[LayerCache] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        """Target positions already decoded (the next token's position)."""
+        first = self.layers[0].self_k if self.layers else None
+        return 0 if first is None else first.size(2)
+
+    def select(self, rows: Tensor) -> None:
+        """Keep batch rows `rows` [N] (beam search reorders and prunes hypotheses)."""
+        for layer in self.layers:
+            for name in ("self_k", "self_v", "cross_k", "cross_v"):
+                tensor = getattr(layer, name)
+                if tensor is not None:
+                    setattr(layer, name, tensor.index_select(0, rows))
 
 
 class TokenEmbedding(nn.Module):
@@ -195,12 +259,15 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_decoder_layers))
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor,
-                need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache([LayerCache() for _ in self.layers])
+
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None,
+                need_weights: bool = False, cache: DecoderCache | None = None) -> tuple[Tensor, list[Tensor]]:
         """→ hidden states [B,T,D], and per layer the cross-attention weights [B,H,T,S] if asked."""
         attention = []
-        for layer in self.layers:
-            x, weights = layer(x, memory, src_mask, tgt_mask, need_weights)
+        for i, layer in enumerate(self.layers):
+            x, weights = layer(x, memory, src_mask, tgt_mask, need_weights, cache.layers[i] if cache else None)
             if need_weights:
                 attention.append(weights)
         return self.final_norm(x), attention
@@ -251,10 +318,16 @@ class Transformer(nn.Module):
         """src [B,S], src_mask [B,1,1,S] → memory [B,S,D]"""
         return self.encoder(self.positions(self.src_embed(src)), src_mask)
 
-    def decode(self, tgt_input: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor,
-               need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
-        """tgt_input [B,T], memory [B,S,D] → hidden [B,T,D] (and cross-attention weights if asked)."""
-        return self.decoder(self.positions(self.tgt_embed(tgt_input)), memory, src_mask, tgt_mask, need_weights)
+    def decode(self, tgt_input: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None,
+               need_weights: bool = False, cache: DecoderCache | None = None) -> tuple[Tensor, list[Tensor]]:
+        """tgt_input [B,T], memory [B,S,D] → hidden [B,T,D] (and cross-attention weights if asked).
+
+        With a cache, tgt_input holds only the new token(s) [B,1], placed after the cache's positions, and
+        tgt_mask may be None: a new token may attend to every token before it.
+        """
+        offset = cache.length if cache is not None else 0
+        x = self.positions(self.tgt_embed(tgt_input), offset)
+        return self.decoder(x, memory, src_mask, tgt_mask, need_weights, cache)
 
     def forward(self, src: Tensor, tgt_input: Tensor) -> Tensor:
         """Teacher forcing: src [B,S], tgt_input [B,T] → logits [B,T,V]."""

@@ -1,32 +1,152 @@
-"""Decoding: from source ids to output ids. Greedy search here; it re-runs the decoder over the whole
-prefix at each step (no cache yet), so it is the reference that a cached or beam search must match."""
+"""Decoding: from source ids to output ids, greedy or by beam search.
+
+Both encode the source once and feed the decoder one new token per step, keeping each layer's keys and values
+in a DecoderCache (use_cache=False re-runs the decoder over the whole prefix instead: the reference the
+cached path must match). An output is its tokens up to and including EOS, or `max_len` tokens without one.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from mt.model import Transformer, make_pad_mask, make_tgt_mask
+from mt.model import DecoderCache, Transformer, make_pad_mask, make_tgt_mask
 from mt.tokenizer import BOS, EOS, PAD
 
 
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # output ids, without BOS and EOS
+    score: float       # log-probability, divided by the length penalty
+    log_prob: float    # log-probability of the tokens (and of EOS, when the output ended with it)
+
+
+class StepDecoder:
+    """Next-token log-probabilities for a batch of prefixes, with or without the incremental cache."""
+
+    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool):
+        self.model, self.memory, self.src_mask = model, memory, src_mask
+        self.cache: DecoderCache | None = model.decoder.new_cache() if use_cache else None
+
+    def log_probs(self, prefixes: Tensor) -> Tensor:
+        """prefixes [N, t] (BOS first) → log-probabilities of the next token [N, V]."""
+        if self.cache is not None:  # only the newest token goes through the decoder
+            hidden, _ = self.model.decode(prefixes[:, -1:], self.memory, self.src_mask, None, cache=self.cache)
+        else:
+            hidden, _ = self.model.decode(prefixes, self.memory, self.src_mask, make_tgt_mask(prefixes, PAD))
+        log_probs = self.model.generator(hidden[:, -1]).float().log_softmax(dim=-1)
+        log_probs[:, [PAD, BOS]] = float("-inf")  # never outputs
+        return log_probs
+
+    def select(self, rows: Tensor) -> None:
+        """Keep rows `rows` of the batch, in that order (beam search reorders its hypotheses)."""
+        self.memory = self.memory.index_select(0, rows)
+        self.src_mask = self.src_mask.index_select(0, rows)
+        if self.cache is not None:
+            self.cache.select(rows)
+
+
 @torch.no_grad()
-def greedy_search(model: Transformer, src: Tensor, max_len: Tensor) -> list[list[int]]:
-    """src [B,S] padded ids, max_len [B] output budget per sentence → output ids per sentence (no BOS/EOS)."""
-    src_mask = make_pad_mask(src, PAD)                        # [B,1,1,S]
-    memory = model.encode(src, src_mask)                      # [B,S,D]
+def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: bool = True) -> list[Hypothesis]:
+    """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step."""
+    src_mask = make_pad_mask(src, PAD)                                      # [B,1,1,S]
+    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache)
     batch = src.size(0)
-    ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)   # [B, t]
+    ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
+    log_prob = torch.zeros(batch, device=src.device)
     finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
     for step in range(int(max_len.max())):
-        hidden, _ = model.decode(ys, memory, src_mask, make_tgt_mask(ys, PAD))
-        next_token = model.generator(hidden[:, -1]).argmax(dim=-1)          # [B]
+        best, next_token = decoder.log_probs(ys).max(dim=-1)               # [B], [B]
+        log_prob += best.masked_fill(finished, 0.0)
         next_token = next_token.masked_fill(finished, PAD)
         ys = torch.cat([ys, next_token[:, None]], dim=1)
         finished |= (next_token == EOS) | (step + 1 >= max_len)
         if finished.all():
             break
-    return [_strip(row) for row in ys[:, 1:].tolist()]
+    return [Hypothesis(tokens, lp, lp) for tokens, lp in zip(map(_strip, ys[:, 1:].tolist()), log_prob.tolist())]
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT (Wu et al., 2016): ((5 + length) / 6) ** alpha; alpha 0 means no normalisation."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int, alpha: float = 0.0,
+                nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:
+    """Batched beam search: B sentences × K beams decoded together. Returns the `nbest` best outputs per
+    sentence, best first, by log-probability / length_penalty(output length incl. EOS, alpha).
+
+    A finished hypothesis is kept; a sentence stops when it has `nbest` finished ones and no open one can
+    beat them any more (log-probabilities only fall; with alpha > 0 the penalty is at most that of max_len).
+    """
+    batch, k = src.size(0), beam_size
+    device = src.device
+    src_mask = make_pad_mask(src, PAD)
+    memory = model.encode(src, src_mask)
+    rows = torch.arange(batch, device=device).repeat_interleave(k)                  # [B*K] sentence of each row
+    decoder = StepDecoder(model, memory.index_select(0, rows), src_mask.index_select(0, rows), use_cache)
+    ys = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)          # [B*K, t]
+    scores = torch.full((batch, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0                                                              # one live beam at first
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    active = list(range(batch))                                                     # sentences still searching
+    limits = max_len.tolist()
+    for step in range(int(max_len.max())):
+        log_probs = decoder.log_probs(ys)                                           # [N*K, V]
+        vocab = log_probs.size(-1)
+        candidates = (scores.view(-1, 1) + log_probs).view(len(active), k * vocab)   # [N, K*V]
+        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)      # [N, 2K]: room after EOS
+        top_beam, top_token = top_index // vocab, top_index % vocab
+        keep_rows, keep_tokens, keep_scores, still_active = [], [], [], []
+        for n, sentence in enumerate(active):
+            at_limit = step + 1 >= limits[sentence]
+            kept = 0
+            for score, beam, token in zip(top_scores[n].tolist(), top_beam[n].tolist(), top_token[n].tolist()):
+                if score == float("-inf") or kept == k:
+                    break
+                row = n * k + beam
+                if token == EOS or at_limit:
+                    tokens = ys[row, 1:].tolist() + ([] if token == EOS else [token])
+                    length = step + 1
+                    finished[sentence].append(Hypothesis(tokens, score / length_penalty(length, alpha), score))
+                else:
+                    keep_rows.append(row)
+                    keep_tokens.append(token)
+                    keep_scores.append(score)
+                    kept += 1
+            if kept and not _done(finished[sentence], keep_scores[-kept], nbest, limits[sentence], alpha):
+                still_active.append((n, kept))
+            else:
+                del keep_rows[len(keep_rows) - kept:], keep_tokens[len(keep_tokens) - kept:]
+                del keep_scores[len(keep_scores) - kept:]
+        if not still_active:
+            break
+        # Pad each active sentence back to K rows (dead beams get -inf) so shapes stay [N*K, …].
+        rows_out, tokens_out, scores_out, start = [], [], [], 0
+        for _, kept in still_active:
+            pad = k - kept
+            rows_out += keep_rows[start:start + kept] + [keep_rows[start]] * pad
+            tokens_out += keep_tokens[start:start + kept] + [PAD] * pad
+            scores_out += keep_scores[start:start + kept] + [float("-inf")] * pad
+            start += kept
+        index = torch.tensor(rows_out, device=device)
+        ys = torch.cat([ys.index_select(0, index), torch.tensor(tokens_out, device=device)[:, None]], dim=1)
+        scores = torch.tensor(scores_out, device=device).view(-1, k)
+        decoder.select(index)
+        active = [active[n] for n, _ in still_active]
+    return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
+
+
+def _done(finished: list[Hypothesis], best_open: float, nbest: int, max_len: int, alpha: float) -> bool:
+    """True when no open hypothesis can enter the n-best any more."""
+    if len(finished) < nbest:
+        return False
+    worst_kept = sorted(h.score for h in finished)[-nbest]
+    best_possible = best_open / length_penalty(max_len, alpha) if alpha > 0 else best_open
+    return best_possible <= worst_kept
 
 
 def _strip(ids: list[int]) -> list[int]:

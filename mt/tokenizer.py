@@ -13,6 +13,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from mt.atomic import atomic_write_bytes
 from mt.config import TokenizerConfig
 from mt.errors import MtError
 
@@ -64,8 +65,6 @@ class Tokenizer:
         return self.tgt.decode([[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids])  # UNK shows as ⁇
 
     def save(self, run_dir: Path) -> None:
-        from mt.checkpoint import atomic_write_bytes  # late import: checkpoint imports torch
-
         if self.joint:
             atomic_write_bytes(run_dir / JOINT_FILE, self.src_proto)
         else:

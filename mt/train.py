@@ -7,6 +7,7 @@ A run lives in one directory: config.yaml, the SentencePiece model, the token ca
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import resource
@@ -132,7 +133,8 @@ class Trainer:
                                                       ignore_index=PAD, reduction="sum").item()
             total_tokens += batch.num_tokens
         loss = total_loss / total_tokens
-        hypotheses = translate_lines(self.model, self.data.tokenizer, dev["src"], self.config.decode, self.device)
+        greedy = dataclasses.replace(self.config.decode, beam_size=1, nbest=1)  # fast, and comparable across runs
+        hypotheses = translate_lines(self.model, self.data.tokenizer, dev["src"], greedy, self.device)
         scores = score(hypotheses, [dev["tgt"]], self.config.data.tgt_lang)
         return {"dev_loss": loss, "dev_ppl": math.exp(min(loss, 50.0)), "dev_bleu": scores.bleu,
                 "dev_chrf": scores.chrf, "sample": hypotheses[0] if hypotheses else ""}

@@ -6,9 +6,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ ! -x "$root/.venv/bin/mt" ]; then
   echo "setting up $root/.venv (one time)"
   python3 -m venv "$root/.venv"
-  "$root/.venv/bin/pip" install --quiet --upgrade pip
+  "$root/.venv/bin/pip" install -qq --upgrade pip
   # shellcheck disable=SC2086
-  "$root/.venv/bin/pip" install --quiet ${MT_TORCH:-torch==2.13.0}
-  "$root/.venv/bin/pip" install --quiet -e "$root[test]"
+  "$root/.venv/bin/pip" install -qq ${MT_TORCH:-torch==2.13.0}
+  "$root/.venv/bin/pip" install -qq -e "$root[test]"
 fi
 export PATH="$root/.venv/bin:$PATH"

@@ -1,0 +1,121 @@
+"""Search: the cache changes nothing, beam search finds the best output, batching changes no sentence."""
+
+import itertools
+
+import pytest
+import torch
+
+from conftest import tiny_model
+from mt.config import DecodeConfig
+from mt.model import make_pad_mask
+from mt.search import StepDecoder, beam_search, greedy_search, length_penalty
+from mt.tokenizer import BOS, EOS, PAD
+from mt.translate import translate_nbest
+
+
+def peaky_model(vocab: int = 40, norm: str = "post"):
+    """An untrained model with a sharp output distribution, so that outputs vary and ties do not happen."""
+    model = tiny_model(vocab=vocab, norm=norm, tie_embeddings=False)
+    with torch.no_grad():
+        model.generator.proj.weight.mul_(8.0)
+    return model
+
+
+SRC = torch.tensor([[5, 6, 7, 8, EOS], [9, 10, EOS, PAD, PAD], [11, EOS, PAD, PAD, PAD]])
+MAX_LEN = torch.tensor([8, 6, 5])
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_cached_greedy_equals_full_recomputation(norm):
+    model = peaky_model(norm=norm)
+    cached, full = greedy_search(model, SRC, MAX_LEN), greedy_search(model, SRC, MAX_LEN, use_cache=False)
+    assert [h.tokens for h in cached] == [h.tokens for h in full]
+    for a, b in zip(cached, full):
+        assert a.score == pytest.approx(b.score, abs=1e-5)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_cached_beam_equals_full_recomputation(alpha):
+    model = peaky_model()
+    cached = beam_search(model, SRC, MAX_LEN, beam_size=4, alpha=alpha, nbest=3)
+    full = beam_search(model, SRC, MAX_LEN, beam_size=4, alpha=alpha, nbest=3, use_cache=False)
+    for a, b in zip(cached, full):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_each_sentence_keeps_its_own_length_budget(beam):
+    model = peaky_model()
+    found = beam_search(model, SRC, torch.tensor([4, 1, 2]), beam_size=beam, nbest=beam)
+    for hyps, limit in zip(found, [4, 1, 2]):
+        assert all(len(h.tokens) <= limit for h in hyps)
+    greedy = greedy_search(model, SRC, torch.tensor([4, 1, 2]))
+    assert all(len(h.tokens) <= limit for h, limit in zip(greedy, [4, 1, 2]))
+
+
+def test_beam_of_one_is_greedy():
+    model = peaky_model()
+    greedy = greedy_search(model, SRC, MAX_LEN)
+    beam = beam_search(model, SRC, MAX_LEN, beam_size=1)
+    assert [h.tokens for h in greedy] == [b[0].tokens for b in beam]
+    assert [h.score for h in greedy] == pytest.approx([b[0].score for b in beam], abs=1e-5)
+
+
+def brute_force_best(model, src, max_len: int, alpha: float) -> float:
+    """Score every possible output (every token sequence ending in EOS, or max_len long) and keep the best."""
+    src_mask = make_pad_mask(src, PAD)
+    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache=False)
+    words = [t for t in range(model.generator.proj.out_features) if t not in (PAD, BOS, EOS)]
+    best = float("-inf")
+    frontier = [((), 0.0)]  # (prefix, its log-probability), grown one token at a time
+    for length in range(max_len + 1):
+        grown = []
+        for prefix, lp in frontier:
+            if length == max_len:  # stopped by the length limit
+                best = max(best, lp / length_penalty(length, alpha))
+                continue
+            log_probs = decoder.log_probs(torch.tensor([[BOS, *prefix]]))[0]
+            best = max(best, (lp + log_probs[EOS].item()) / length_penalty(length + 1, alpha))
+            grown += [(prefix + (w,), lp + log_probs[w].item()) for w in words]
+        frontier = grown
+    return best
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_a_wide_beam_finds_the_brute_force_best(alpha):
+    model = tiny_model(vocab=8, tie_embeddings=False)  # 5 real tokens (UNK included) + EOS
+    src, max_len = torch.tensor([[7, 5, 6, EOS]]), torch.tensor([4])
+    best = brute_force_best(model, src, 4, alpha)
+    assert beam_search(model, src, max_len, beam_size=64, alpha=alpha)[0][0].score == pytest.approx(best, abs=1e-5)
+    if alpha == 0.0:  # same scale as greedy's unnormalised score: a case where searching pays
+        assert greedy_search(model, src, max_len)[0].score < best - 0.1
+
+
+def test_nbest_lists_are_sorted_and_distinct():
+    for hyps in beam_search(peaky_model(), SRC, MAX_LEN, beam_size=5, alpha=0.6, nbest=5):
+        assert len(hyps) == 5
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        assert len({tuple(h.tokens) for h in hyps}) == 5
+
+
+class FakeTokenizer:
+    """Digits as tokens, so that a test can translate "sentences" with an untrained model."""
+
+    def encode_src(self, lines):
+        return [[5 + int(c) for c in line] + [EOS] for line in lines]
+
+    def decode_tgt(self, ids):
+        return [" ".join(map(str, seq)) for seq in ids]
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_batching_and_sorting_change_no_output_and_keep_the_order(beam):
+    model = peaky_model()
+    lines = ["1234567", "12", "", "98765", "3", "4444444444", "55"]
+    decode = DecodeConfig(beam_size=beam, alpha=0.6, batch_size=3, max_len_a=1.0, max_len_b=3)
+    together = translate_nbest(model, FakeTokenizer(), lines, decode, torch.device("cpu"))
+    alone = [translate_nbest(model, FakeTokenizer(), [line], decode, torch.device("cpu"))[0] for line in lines]
+    assert [t[0].text for t in together] == [t[0].text for t in alone]
+    assert [t[0].score for t in together] == pytest.approx([t[0].score for t in alone], abs=1e-5)
+    assert together[2][0].text == ""
