@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from mt.errors import MtError
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, flush it to disk, then rename it over `path`."""
+@contextmanager
+def atomic_open(path: Path) -> Iterator[BinaryIO]:
+    """A binary file to write into: a temporary file beside `path`, flushed to disk and renamed over `path`
+    when the block ends normally, removed when it raises (the previous `path` stays as it was)."""
     path = Path(path)
     if not path.parent.is_dir():
         raise MtError(f"{path}: directory {path.parent} does not exist")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -26,5 +31,6 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def atomic_write_lines(path: Path, lines: list[str]) -> None:
-    atomic_write_bytes(path, "".join(line + "\n" for line in lines).encode("utf-8"))
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    with atomic_open(path) as f:
+        f.write(data)

@@ -7,12 +7,15 @@ Each command imports what it needs when it runs, so that `mt --help` answers wit
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from mt.errors import MtError
+
+CHUNK_LINES = 2000  # lines read, sorted by length and translated together when streaming
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train and use Transformer translation models (Attention Is All You Need).")
@@ -70,24 +73,41 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
               checkpoint: CheckpointOption = None, device: DeviceOption = "auto",
               beam: BeamOption = None, alpha: AlphaOption = None,
               nbest: Annotated[int, typer.Option("--nbest", min=1, help="Print the N best translations of "
-                                                 "each line as: LINE ||| TRANSLATION ||| SCORE")] = 1):
-    """Translate sentences given as arguments, in --input FILE, or on stdin (one per line)."""
-    from mt.checkpoint import default_checkpoint, load_model
-    from mt.data import read_lines
-    from mt.device import resolve_device
-    from mt.translate import translate_nbest
+                                                 "each line as: LINE ||| TRANSLATION ||| SCORE")] = 1,
+              engine: Annotated[str, typer.Option("--engine", help="mt, or ctranslate2 to use a model made by "
+                                                  "`mt export --ctranslate2 DIR` (--checkpoint DIR; default: "
+                                                  "the latest run's ctranslate2/).")] = "mt"):
+    """Translate sentences given as arguments, in --input FILE, or on stdin (one per line).
+
+    Input is read and translated in chunks, and each chunk's lines are written as soon as they are done.
+    """
+    from tqdm import tqdm
+
+    from mt.data import iter_file_lines, iter_lines
+    from mt.translate import translate_stream
 
     if text and input:
         raise MtError("give sentences as arguments or --input FILE, not both")
-    lines = list(text) if text else read_lines(input) if input else _stdin_lines()
-    torch_device = resolve_device(device)
-    model, tok, config, _ = load_model(checkpoint or default_checkpoint(), torch_device)
-    decode = _decode_options(config.decode, beam, alpha, nbest)
-    results = translate_nbest(model, tok, lines, decode, torch_device)
-    if nbest == 1:
-        _write_lines([best[0].text for best in results], output)
+    source = iter_file_lines(input) if input else None
+    translate_chunk = _translator(engine, checkpoint, device, beam, alpha, nbest)
+    if text:
+        lines, chunk = text, len(text)
+    elif source is not None:
+        lines, chunk = source, CHUNK_LINES
     else:
-        _write_lines([f"{i} ||| {t.text} ||| {t.score:.4f}" for i, hyps in enumerate(results) for t in hyps], output)
+        interactive = sys.stdin.isatty()
+        if interactive:
+            print("reading sentences from stdin (Ctrl-D to end)", file=sys.stderr)
+        lines, chunk = iter_lines(sys.stdin.buffer, "stdin"), 1 if interactive else CHUNK_LINES
+    results = translate_stream(translate_chunk, lines, chunk)
+    # A progress bar for a person watching the terminal while the translations go to a file or a pipe.
+    bar = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty()) and not text
+    with _line_writer(output) as write:
+        for i, hyps in enumerate(tqdm(results, unit=" lines", disable=not bar, file=sys.stderr)):
+            if nbest == 1:
+                write(hyps[0].text)
+            for t in hyps if nbest > 1 else ():
+                write(f"{i} ||| {t.text} ||| {t.score:.4f}")
 
 
 @app.command()
@@ -134,8 +154,46 @@ def _translate_test_set(checkpoint, configs, sets, src, refs, output, device, be
     decode = _decode_options(model_config.decode, beam, alpha, nbest=1)
     hypotheses = translate_lines(model, tok, sources, decode, torch_device)
     if output is not None:
-        _write_lines(hypotheses, output)
+        with _line_writer(output) as write:
+            for line in hypotheses:
+                write(line)
     return score(hypotheses, references, data.tgt_lang)
+
+
+@app.command()
+def export(ctranslate2: Annotated[Path, typer.Option("--ctranslate2", help="Directory to write the model to.")],
+           checkpoint: CheckpointOption = None,
+           quantization: Annotated[Optional[str], typer.Option(
+               "--quantization", help="e.g. int8, int8_float32, float16 (default: keep float32).")] = None):
+    """Convert a checkpoint and its SentencePiece model into a CTranslate2 model directory."""
+    from mt.checkpoint import default_checkpoint
+    from mt.export import export_ctranslate2
+
+    source = checkpoint or default_checkpoint()
+    export_ctranslate2(source, ctranslate2, quantization)
+    print(f"exported {source} → {ctranslate2} (translate with: mt translate --engine ctranslate2 "
+          f"--checkpoint {ctranslate2})")
+
+
+def _translator(engine: str, checkpoint: Path | None, device: str, beam, alpha, nbest: int):
+    """A function translating a chunk of lines with the chosen engine and decode options."""
+    from mt.checkpoint import default_checkpoint, load_model
+    from mt.device import resolve_device
+    from mt.translate import translate_nbest
+
+    torch_device = resolve_device(device)
+    if engine == "ctranslate2":
+        from mt.export import CTranslate2Engine
+
+        model_dir = checkpoint or default_checkpoint().parent.parent / "ctranslate2"
+        ct2 = CTranslate2Engine(model_dir, torch_device)
+        decode = _decode_options(ct2.decode, beam, alpha, nbest)
+        return lambda lines, first_line: ct2.translate_nbest(lines, decode, first_line)
+    if engine != "mt":
+        raise MtError(f"--engine {engine}: expected mt or ctranslate2")
+    model, tok, config, _ = load_model(checkpoint or default_checkpoint(), torch_device)
+    decode = _decode_options(config.decode, beam, alpha, nbest)
+    return lambda lines, first_line: translate_nbest(model, tok, lines, decode, torch_device, first_line)
 
 
 def _decode_options(decode, beam: int | None, alpha: float | None, nbest: int):
@@ -148,20 +206,21 @@ def _decode_options(decode, beam: int | None, alpha: float | None, nbest: int):
     return dataclasses.replace(decode, beam_size=beam, alpha=decode.alpha if alpha is None else alpha, nbest=nbest)
 
 
-def _stdin_lines() -> list[str]:
-    if sys.stdin.isatty():
-        print("reading sentences from stdin (Ctrl-D to end)", file=sys.stderr)
-    return [line.rstrip("\r\n") for line in sys.stdin]
-
-
-def _write_lines(lines: list[str], output: Path | None) -> None:
+@contextmanager
+def _line_writer(output: Path | None):
+    """A function that writes one line: to stdout at once, or into `output`, which appears (atomically)
+    only when every line is written."""
     if output is None:
-        sys.stdout.write("".join(line + "\n" for line in lines))
-        sys.stdout.flush()
-    else:
-        from mt.atomic import atomic_write_lines
+        def write(line: str) -> None:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
 
-        atomic_write_lines(output, lines)
+        yield write
+    else:
+        from mt.atomic import atomic_open
+
+        with atomic_open(output) as f:
+            yield lambda line: f.write((line + "\n").encode("utf-8"))
 
 
 def main() -> None:

@@ -106,6 +106,7 @@ class DecodeConfig:
     nbest: int = 1  # translations returned per sentence
     max_len_a: float = 2.0  # an output may have up to a * source_length + b tokens
     max_len_b: int = 10
+    min_len: int = 0  # no EOS before this many output tokens
     batch_size: int = 64  # sentences per decoding batch
 
 
@@ -210,6 +211,7 @@ def validate(config: Config) -> None:
         (config.decode.alpha >= 0, "decode.alpha", "must be 0 or more"),
         (1 <= config.decode.nbest <= config.decode.beam_size, "decode.nbest",
          f"must be between 1 and decode.beam_size ({config.decode.beam_size})"),
+        (config.decode.min_len >= 0, "decode.min_len", "must be 0 or more"),
         (config.decode.batch_size > 0, "decode.batch_size", "must be positive"),
         (config.decode.max_len_a >= 0 and config.decode.max_len_b >= 1, "decode.max_len_b",
          "outputs need room for at least one token"),

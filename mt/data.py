@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import datasets
 import numpy as np
@@ -46,22 +48,32 @@ def aligned_paths(prefix: Path, src_lang: str, tgt_lang: str) -> tuple[Path, Pat
 
 def read_lines(path: Path) -> list[str]:
     """A UTF-8 text file as lines (without line ends). Errors name the file and the line."""
+    return list(iter_file_lines(path))
+
+
+def iter_file_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file, read lazily; a missing file is reported at once."""
     try:
-        raw = path.read_bytes()
+        stream = open(path, "rb")
     except FileNotFoundError:
         raise MtError(f"{path}: no such file")
     except OSError as e:
         raise MtError(f"{path}: cannot read ({e.strerror})")
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    out = []
-    for number, line in enumerate(lines, start=1):
+
+    def lines() -> Iterator[str]:
+        with stream:
+            yield from iter_lines(stream, str(path))
+
+    return lines()
+
+
+def iter_lines(stream: BinaryIO, name: str) -> Iterator[str]:
+    """Decode a byte stream line by line (split at \\n only); bad UTF-8 is an error naming `name` and the line."""
+    for number, line in enumerate(stream, start=1):
         try:
-            out.append(line.decode("utf-8").rstrip("\r"))
+            yield line.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as e:
-            raise MtError(f"{path}:{number}: invalid UTF-8 (byte {e.start + 1})")
-    return out
+            raise MtError(f"{name}:{number}: invalid UTF-8 (byte {e.start + 1})")
 
 
 def _read_aligned(prefix: Path, src_lang: str, tgt_lang: str) -> datasets.Dataset:

@@ -26,8 +26,8 @@ class Hypothesis:
 class StepDecoder:
     """Next-token log-probabilities for a batch of prefixes, with or without the incremental cache."""
 
-    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool):
-        self.model, self.memory, self.src_mask = model, memory, src_mask
+    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool, min_len: int = 0):
+        self.model, self.memory, self.src_mask, self.min_len = model, memory, src_mask, min_len
         self.cache: DecoderCache | None = model.decoder.new_cache() if use_cache else None
 
     def log_probs(self, prefixes: Tensor) -> Tensor:
@@ -38,6 +38,8 @@ class StepDecoder:
             hidden, _ = self.model.decode(prefixes, self.memory, self.src_mask, make_tgt_mask(prefixes, PAD))
         log_probs = self.model.generator(hidden[:, -1]).float().log_softmax(dim=-1)
         log_probs[:, [PAD, BOS]] = float("-inf")  # never outputs
+        if prefixes.size(1) <= self.min_len:  # fewer than min_len tokens so far (BOS aside): no EOS yet
+            log_probs[:, EOS] = float("-inf")
         return log_probs
 
     def select(self, rows: Tensor) -> None:
@@ -49,10 +51,11 @@ class StepDecoder:
 
 
 @torch.no_grad()
-def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: bool = True) -> list[Hypothesis]:
+def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: bool = True,
+                  min_len: int = 0) -> list[Hypothesis]:
     """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step."""
     src_mask = make_pad_mask(src, PAD)                                      # [B,1,1,S]
-    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache)
+    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache, min_len)
     batch = src.size(0)
     ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
     log_prob = torch.zeros(batch, device=src.device)
@@ -75,7 +78,7 @@ def length_penalty(length: int, alpha: float) -> float:
 
 @torch.no_grad()
 def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int, alpha: float = 0.0,
-                nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:
+                nbest: int = 1, use_cache: bool = True, min_len: int = 0) -> list[list[Hypothesis]]:
     """Batched beam search: B sentences × K beams decoded together. Returns the `nbest` best outputs per
     sentence, best first, by log-probability / length_penalty(output length incl. EOS, alpha).
 
@@ -87,7 +90,7 @@ def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int
     src_mask = make_pad_mask(src, PAD)
     memory = model.encode(src, src_mask)
     rows = torch.arange(batch, device=device).repeat_interleave(k)                  # [B*K] sentence of each row
-    decoder = StepDecoder(model, memory.index_select(0, rows), src_mask.index_select(0, rows), use_cache)
+    decoder = StepDecoder(model, memory.index_select(0, rows), src_mask.index_select(0, rows), use_cache, min_len)
     ys = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)          # [B*K, t]
     scores = torch.full((batch, k), float("-inf"), device=device)
     scores[:, 0] = 0.0                                                              # one live beam at first

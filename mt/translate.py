@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -21,10 +23,10 @@ class Translation:
 
 
 def translate_nbest(model: Transformer, tokenizer: Tokenizer, lines: list[str], decode: DecodeConfig,
-                    device: torch.device) -> list[list[Translation]]:
+                    device: torch.device, first_line: int = 1) -> list[list[Translation]]:
     """The `decode.nbest` best translations of each line, best first, in input order (greedy when
     decode.beam_size is 1). An empty line gets one empty translation."""
-    src_ids = _encode(tokenizer, lines, model.config.max_positions)
+    src_ids = encode_sources(tokenizer, lines, model.config.max_positions, first_line)
     outputs = [[Translation("", 0.0)] for _ in lines]
     todo = sorted((i for i, line in enumerate(lines) if line.strip()), key=lambda i: len(src_ids[i]))
     for start in range(0, len(todo), decode.batch_size):  # similar lengths together: little padding
@@ -33,13 +35,28 @@ def translate_nbest(model: Transformer, tokenizer: Tokenizer, lines: list[str], 
         lengths = torch.tensor([len(src_ids[i]) for i in chunk], device=device)
         max_len = (decode.max_len_a * lengths + decode.max_len_b).long().clamp(max=model.config.max_positions - 1)
         if decode.beam_size == 1:
-            found = [[h] for h in greedy_search(model, src, max_len)]
+            found = [[h] for h in greedy_search(model, src, max_len, min_len=decode.min_len)]
         else:
-            found = beam_search(model, src, max_len, decode.beam_size, decode.alpha, decode.nbest)
+            found = beam_search(model, src, max_len, decode.beam_size, decode.alpha, decode.nbest,
+                                min_len=decode.min_len)
         for i, hyps in zip(chunk, found):
             texts = tokenizer.decode_tgt([h.tokens for h in hyps])
             outputs[i] = [Translation(text, h.score) for text, h in zip(texts, hyps)]
     return outputs
+
+
+ChunkTranslator = Callable[[list[str], int], list[list[Translation]]]  # (lines, number of the first) → n-best
+
+
+def translate_stream(translate_chunk: ChunkTranslator, lines: Iterable[str], chunk_size: int
+                     ) -> Iterator[list[Translation]]:
+    """Translate `chunk_size` lines at a time and yield each line's translations as soon as its chunk is
+    done: any number of lines in flat memory. Lines are sorted by length within a chunk only."""
+    lines = iter(lines)
+    first_line = 1
+    while chunk := list(itertools.islice(lines, chunk_size)):
+        yield from translate_chunk(chunk, first_line)
+        first_line += len(chunk)
 
 
 def translate_lines(model: Transformer, tokenizer: Tokenizer, lines: list[str], decode: DecodeConfig,
@@ -48,11 +65,12 @@ def translate_lines(model: Transformer, tokenizer: Tokenizer, lines: list[str], 
     return [best[0].text for best in translate_nbest(model, tokenizer, lines, decode, device)]
 
 
-def _encode(tokenizer: Tokenizer, lines: list[str], limit: int) -> list[list[int]]:
+def encode_sources(tokenizer: Tokenizer, lines: list[str], limit: int, first_line: int) -> list[list[int]]:
+    """Source ids per line; a line longer than the position table is cut there, with a warning."""
     src_ids = tokenizer.encode_src([line.strip() for line in lines])
-    for number, ids in enumerate(src_ids, start=1):
-        if len(ids) > limit:  # the position table ends there: keep the start, say so
-            print(f"warning: input line {number} has {len(ids)} tokens; translating its first {limit}",
+    for i, ids in enumerate(src_ids):
+        if len(ids) > limit:
+            print(f"warning: input line {first_line + i} has {len(ids)} tokens; translating its first {limit}",
                   file=sys.stderr)
-            src_ids[number - 1] = ids[:limit - 1] + ids[-1:]
+            src_ids[i] = ids[:limit - 1] + ids[-1:]
     return src_ids

@@ -10,6 +10,7 @@ import torch
 from mt.config import Config, ModelConfig, TokenizerConfig, load_config
 from mt.model import Transformer
 from mt.tokenizer import PAD, Tokenizer, train_tokenizer
+from mt.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "zh-en"
@@ -79,3 +80,13 @@ def tiny_model(vocab: int = 50, norm: str = "post", tgt_vocab: int | None = None
     config = ModelConfig(**{"d_model": 16, "num_heads": 2, "d_ff": 32, "num_encoder_layers": 2,
                             "num_decoder_layers": 2, "dropout": dropout, "norm": norm, "max_positions": 64, **shape})
     return Transformer(config, vocab, tgt_vocab or vocab, PAD).eval()
+
+
+@pytest.fixture(scope="session")
+def trained_runs(corpus_dir, tmp_path_factory):
+    """Run A: 8 steps straight. Run B: 4 steps, stop, then --resume to 8. Same config otherwise."""
+    root = tmp_path_factory.mktemp("runs")
+    straight = train(tiny_config(corpus_dir, root / "a", root, max_steps=8, eval_every=4))
+    train(tiny_config(corpus_dir, root / "b", root, max_steps=4, eval_every=4))
+    resumed = train(tiny_config(corpus_dir, root / "b", root, max_steps=8, eval_every=4), resume=True)
+    return straight, resumed

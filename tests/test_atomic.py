@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from mt.atomic import atomic_write_bytes, atomic_write_lines
+from mt.atomic import atomic_open, atomic_write_bytes
 from mt.errors import MtError
 
 
@@ -22,8 +22,17 @@ def test_a_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
 
 
-def test_lines_and_a_missing_directory(tmp_path):
-    atomic_write_lines(tmp_path / "out.en", ["I love you.", ""])
-    assert (tmp_path / "out.en").read_text(encoding="utf-8") == "I love you.\n\n"
+def test_a_stream_appears_only_when_complete(tmp_path):
+    target = tmp_path / "out.en"
+    with atomic_open(target) as f:
+        f.write(b"I love you.\n")
+        assert not target.exists()
+    assert target.read_bytes() == b"I love you.\n"
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_open(target) as f:
+            f.write(b"half of a new")
+            raise KeyboardInterrupt
+    assert target.read_bytes() == b"I love you.\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.en"]
     with pytest.raises(MtError, match="does not exist"):
-        atomic_write_lines(tmp_path / "no" / "out.en", ["x"])
+        atomic_write_bytes(tmp_path / "no" / "out.en", b"x")

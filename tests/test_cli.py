@@ -57,6 +57,21 @@ def test_translate_arguments_stdin_and_files_keep_one_line_per_input(workdir):
     assert (workdir / "out.en").read_text(encoding="utf-8") == args.stdout
 
 
+def test_nbest_beam_and_the_ctranslate2_engine(workdir):
+    nbest = mt("translate", "--beam", "3", "--nbest", "2", "我爱你", "你好。", cwd=workdir)
+    assert nbest.returncode == 0, nbest.stderr
+    rows = [line.split(" ||| ") for line in nbest.stdout.splitlines()]
+    assert [r[0] for r in rows] == ["0", "0", "1", "1"] and float(rows[0][2]) >= float(rows[1][2])
+    pytest.importorskip("ctranslate2")
+    exported = mt("export", "--ctranslate2", "ct2", cwd=workdir)
+    assert exported.returncode == 0, exported.stderr
+    ours = mt("translate", "--beam", "1", "我爱你", "你好。", cwd=workdir)
+    theirs = mt("translate", "--engine", "ctranslate2", "--checkpoint", "ct2", "--beam", "1", "我爱你", "你好。",
+                cwd=workdir)
+    assert theirs.returncode == 0, theirs.stderr
+    assert theirs.stdout == ours.stdout
+
+
 def test_evaluate_the_configs_test_set_and_an_existing_output(workdir):
     result = mt("evaluate", "--output", "test.hyp", cwd=workdir)
     assert result.returncode == 0, result.stderr
@@ -94,6 +109,9 @@ def test_bad_input_gives_one_clear_line(workdir, tmp_path):
         assert_one_line_error(mt("translate", "--device", "cuda", "hi", cwd=workdir), "--device cuda")
     assert_one_line_error(mt("translate", "--output", "no/such/dir/out.en", "hi", cwd=workdir), "no/such/dir")
     assert_one_line_error(mt("translate", "hi", cwd=tmp_path), "no trained run")
+    assert_one_line_error(mt("translate", "--nbest", "5", "--beam", "2", "hi", cwd=workdir), "--nbest 5")
+    assert_one_line_error(mt("translate", "--engine", "ctranslate2", "--checkpoint", "tiny.yaml", "hi",
+                             cwd=workdir), "not a CTranslate2 export")
 
 
 def test_python_dash_m_and_help(tmp_path):

@@ -10,7 +10,7 @@ from mt.config import DecodeConfig
 from mt.model import make_pad_mask
 from mt.search import StepDecoder, beam_search, greedy_search, length_penalty
 from mt.tokenizer import BOS, EOS, PAD
-from mt.translate import translate_nbest
+from mt.translate import translate_nbest, translate_stream
 
 
 def peaky_model(vocab: int = 40, norm: str = "post"):
@@ -119,3 +119,38 @@ def test_batching_and_sorting_change_no_output_and_keep_the_order(beam):
     assert [t[0].text for t in together] == [t[0].text for t in alone]
     assert [t[0].score for t in together] == pytest.approx([t[0].score for t in alone], abs=1e-5)
     assert together[2][0].text == ""
+
+
+def test_streaming_reads_one_chunk_ahead_at_most():
+    consumed = []
+
+    def lines():
+        for i in range(10):
+            consumed.append(i)
+            yield str(i)
+
+    results = translate_stream(lambda chunk, first: [[chunk_line] for chunk_line in chunk], lines(), chunk_size=4)
+    assert next(results) == ["0"] and len(consumed) == 4  # the first output comes before the rest is read
+    assert [r[0] for r in results] == [str(i) for i in range(1, 10)]
+
+
+class EagerToStop(torch.nn.Module):
+    """A generator that favours EOS, so that outputs end at once unless min_len forbids it."""
+
+    def __init__(self, generator):
+        super().__init__()
+        self.generator = generator
+
+    def forward(self, hidden):
+        logits = self.generator(hidden)
+        logits[..., EOS] += 1000.0
+        return logits
+
+
+def test_min_len_forces_outputs_to_run_on():
+    model = peaky_model()
+    model.generator = EagerToStop(model.generator)
+    assert [h.tokens for h in greedy_search(model, SRC, torch.tensor([6, 6, 6]))] == [[], [], []]
+    assert [len(h.tokens) for h in greedy_search(model, SRC, torch.tensor([6, 6, 6]), min_len=4)] == [4, 4, 4]
+    for hyps in beam_search(model, SRC, torch.tensor([6, 6, 6]), beam_size=3, min_len=4):
+        assert len(hyps[0].tokens) == 4

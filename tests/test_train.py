@@ -72,16 +72,6 @@ def test_a_tiny_model_overfits_20_pairs_until_greedy_reproduces_them(corpus_dir,
     assert translate_lines(model, tokenizer, zh, DecodeConfig(), torch.device("cpu")) == en
 
 
-@pytest.fixture(scope="module")
-def trained_runs(corpus_dir, tmp_path_factory):
-    """Run A: 8 steps straight. Run B: 4 steps, stop, then --resume to 8. Same config otherwise."""
-    root = tmp_path_factory.mktemp("runs")
-    straight = train(tiny_config(corpus_dir, root / "a", root, max_steps=8, eval_every=4))
-    train(tiny_config(corpus_dir, root / "b", root, max_steps=4, eval_every=4))
-    resumed = train(tiny_config(corpus_dir, root / "b", root, max_steps=8, eval_every=4), resume=True)
-    return straight, resumed
-
-
 def test_a_resumed_run_ends_with_the_same_parameters(trained_runs):
     straight, resumed = (load_checkpoint(run / "checkpoints" / "last.pt") for run in trained_runs)
     assert straight["step"] == resumed["step"] == 8

@@ -1,0 +1,157 @@
+"""CTranslate2: export a checkpoint into CTranslate2's TransformerSpec, and translate with the exported model.
+
+The export holds CTranslate2's model.bin and vocabularies, our SentencePiece model(s), and mt.json (the decode
+settings and the position-table length), so that a directory alone is enough to translate.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from mt.checkpoint import load_model
+from mt.config import DecodeConfig
+from mt.errors import MtError
+from mt.model import MultiHeadAttention, Transformer
+from mt.tokenizer import BOS, EOS, PAD, Tokenizer
+from mt.translate import Translation, encode_sources
+
+META_FILE = "mt.json"
+
+
+def _ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError:
+        raise MtError("the ctranslate2 package is not installed: pip install ctranslate2", exit_code=1)
+    return ctranslate2
+
+
+def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | None = None) -> None:
+    """Write the CTranslate2 model of `checkpoint` into `output_dir` (replaced as a whole when complete)."""
+    model, tokenizer, config, _ = load_model(checkpoint, torch.device("cpu"))
+    spec = model_spec(model, _pieces(tokenizer.src), _pieces(tokenizer.tgt))
+    output_dir = Path(output_dir)
+    if not output_dir.parent.is_dir():
+        raise MtError(f"{output_dir}: directory {output_dir.parent} does not exist")
+    staging = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}."))
+    try:
+        spec.validate()
+        spec.optimize(quantization=quantization)
+        spec.save(str(staging))
+        tokenizer.save(staging)
+        meta = {"decode": vars(config.decode), "max_positions": config.model.max_positions}
+        (staging / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        old = output_dir.with_name(f".{output_dir.name}.old")
+        if output_dir.exists():
+            output_dir.rename(old)
+        staging.rename(output_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def model_spec(model: Transformer, src_vocabulary: list[str], tgt_vocabulary: list[str]):
+    """Our modules → CTranslate2's spec, box for box (the OpenNMT-py converter's layout). The vocabularies
+    list each id's token string."""
+    from ctranslate2.converters import utils
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    config = model.config
+    spec = transformer_spec.TransformerSpec.from_config(
+        (config.num_encoder_layers, config.num_decoder_layers), config.num_heads,
+        pre_norm=config.norm == "pre")
+    spec.config.layer_norm_epsilon = model.encoder.layers[0].add_norm_attn.norm.eps
+    table = model.positions.table.numpy()  # our sinusoid layout, not CTranslate2's own
+
+    def linear(target, source: torch.nn.Linear) -> None:
+        target.weight = source.weight.detach().numpy()
+        if source.bias is not None:
+            target.bias = source.bias.detach().numpy()
+
+    def norm(target, source: torch.nn.LayerNorm) -> None:
+        target.gamma, target.beta = source.weight.detach().numpy(), source.bias.detach().numpy()
+
+    def attention(target, source: MultiHeadAttention, self_attention: bool) -> None:
+        parts = [common_spec.LinearSpec() for _ in range(3)]
+        for part, layer in zip(parts, (source.w_q, source.w_k, source.w_v)):
+            linear(part, layer)
+        if self_attention:  # one fused Q|K|V projection
+            utils.fuse_linear(target.linear[0], parts)
+        else:  # Q from the decoder; a fused K|V projection of the memory
+            linear(target.linear[0], source.w_q)
+            utils.fuse_linear(target.linear[1], parts[1:])
+        linear(target.linear[-1], source.w_o)
+
+    def feed_forward(target, layer) -> None:
+        linear(target.linear_0, layer.feed_forward.w_1)
+        linear(target.linear_1, layer.feed_forward.w_2)
+        norm(target.layer_norm, layer.add_norm_ff.norm)
+
+    encoder, decoder = spec.encoder, spec.decoder
+    encoder.embeddings[0].weight = model.src_embed.embedding.weight.detach().numpy()
+    encoder.position_encodings.encodings = table
+    for target, layer in zip(encoder.layer, model.encoder.layers):
+        attention(target.self_attention, layer.self_attn, self_attention=True)
+        norm(target.self_attention.layer_norm, layer.add_norm_attn.norm)
+        feed_forward(target.ffn, layer)
+    decoder.embeddings.weight = model.tgt_embed.embedding.weight.detach().numpy()
+    decoder.position_encodings.encodings = table
+    for target, layer in zip(decoder.layer, model.decoder.layers):
+        attention(target.self_attention, layer.self_attn, self_attention=True)
+        norm(target.self_attention.layer_norm, layer.add_norm_self.norm)
+        attention(target.attention, layer.cross_attn, self_attention=False)
+        norm(target.attention.layer_norm, layer.add_norm_cross.norm)
+        feed_forward(target.ffn, layer)
+    if config.norm == "pre":
+        norm(encoder.layer_norm, model.encoder.final_norm)
+        norm(decoder.layer_norm, model.decoder.final_norm)
+    linear(decoder.projection, model.generator.proj)
+    spec.register_source_vocabulary(src_vocabulary)
+    spec.register_target_vocabulary(tgt_vocabulary)
+    return spec
+
+
+def _pieces(processor) -> list[str]:
+    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+
+class CTranslate2Engine:
+    """Translates with an exported model; the same interface as mt's own `translate_nbest`."""
+
+    def __init__(self, model_dir: Path, device: torch.device):
+        ctranslate2 = _ctranslate2()
+        model_dir = Path(model_dir)
+        if not (model_dir / META_FILE).is_file():
+            raise MtError(f"{model_dir}: not a CTranslate2 export of mt (make one with `mt export --ctranslate2`)")
+        meta = json.loads((model_dir / META_FILE).read_text(encoding="utf-8"))
+        self.decode = DecodeConfig(**meta["decode"])
+        self.max_positions = meta["max_positions"]
+        self.tokenizer = Tokenizer.load(model_dir)
+        self.translator = ctranslate2.Translator(str(model_dir), device=device.type)
+
+    def translate_nbest(self, lines: list[str], decode: DecodeConfig, first_line: int = 1) -> list[list[Translation]]:
+        """As mt's own: PAD and BOS are never output, and each line keeps its own length limit. Beam
+        search differs in its length penalty: CTranslate2 divides by length ** alpha (mt: GNMT's)."""
+        src_ids = encode_sources(self.tokenizer, lines, self.max_positions, first_line)
+        todo = [i for i, line in enumerate(lines) if line.strip()]
+        outputs = [[Translation("", 0.0)] for _ in lines]
+        if not todo:
+            return outputs
+        limits = [min(int(decode.max_len_a * len(src_ids[i]) + decode.max_len_b), self.max_positions - 1)
+                  for i in todo]
+        results = self.translator.translate_batch(
+            [[self.tokenizer.src.id_to_piece(t) for t in src_ids[i]] for i in todo],
+            beam_size=decode.beam_size, num_hypotheses=decode.nbest, length_penalty=decode.alpha,
+            max_decoding_length=max(limits), min_decoding_length=decode.min_len, max_input_length=self.max_positions,
+            max_batch_size=decode.batch_size, return_scores=True,
+            suppress_sequences=[[self.tokenizer.tgt.id_to_piece(PAD)], [self.tokenizer.tgt.id_to_piece(BOS)]])
+        for i, limit, result in zip(todo, limits, results):
+            ids = [[self.tokenizer.tgt.piece_to_id(p) for p in pieces][:limit] for pieces in result.hypotheses]
+            texts = self.tokenizer.decode_tgt([[t for t in seq if t != EOS] for seq in ids])
+            outputs[i] = [Translation(text, score) for text, score in zip(texts, result.scores)]
+        return outputs

@@ -1,0 +1,189 @@
+"""Decoding speed of mt, measured the way ../shared/bench/peers measures the other toolkits.
+
+1. synthetic (the peers' settings, from their common.py): an untrained d_model 256 / 4 heads / d_ff 1024 / 3+3
+   model with a shared 8,000 vocabulary; 200 sentences sorted by length in batches of 32; every output forced
+   to exactly 43 tokens; greedy and beam 4; mt's own search and its CTranslate2 fp32 export. Results go into
+   the harness's results file too (BENCH_RESULTS), so its report_table.py lists mt beside the peers.
+2. real (with --checkpoint): a trained model on the first 500 sentences of newstest2021, greedy and beam 4,
+   mt against its CTranslate2 export (outputs end at EOS, as in normal use).
+
+Each (engine, workload) runs in its own process, so that peak memory is its own. Run it right before or after
+the harness (`PEERS="torchref hf ct2" bash ../shared/bench/peers/run_all.sh`), on an otherwise idle machine:
+
+    python scripts/bench_decode.py [--checkpoint runs/tatoeba-cpu/checkpoints/best.pt] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS = ROOT.parent / "shared" / "bench" / "peers"
+NEWS = ROOT.parent / "shared" / "data" / "zh-en" / "wmt21" / "newstest2021.zh-en.zh"
+ENGINES = ("mt", "ctranslate2")
+
+
+def peers_common():
+    sys.path.insert(0, str(PEERS))
+    import common  # the harness's settings and synthetic data
+
+    common.set_threads()
+    return common
+
+
+def synthetic(engine: str) -> list[dict]:
+    """Decode the peers' 200 synthetic sentences; returns one result per mode."""
+    import torch
+
+    from mt.config import ModelConfig
+    from mt.model import Transformer
+    from mt.tokenizer import EOS, PAD
+
+    c = peers_common()
+    torch.manual_seed(c.SEED)
+    config = ModelConfig(d_model=c.D_MODEL, num_heads=c.HEADS, d_ff=c.D_FF, num_encoder_layers=c.ENC_LAYERS,
+                         num_decoder_layers=c.DEC_LAYERS, dropout=c.DROPOUT)
+    model = Transformer(config, c.VOCAB, c.VOCAB, PAD).eval()
+    sources = [[w + 4 for w in s] + [EOS] for s in c.decode_sources()]  # ids 4… are words, as in the peers
+    length = c.out_len()
+    if engine == "mt":
+        inputs, decode = sources, _mt_decoder(model, c.DECODE_BATCH, fixed_length=length)
+    else:
+        vocabulary = ["<pad>", "<unk>", "<s>", "</s>"] + [c.word(i) for i in range(c.N_WORDS)]
+        inputs = [[vocabulary[t] for t in s] for s in sources]
+        decode = _ct2_decoder(model, vocabulary, c.DECODE_BATCH, c.THREADS, fixed_length=length)
+    results = []
+    decode(1, inputs[:4])  # warm-up
+    for mode, beam in (("greedy", 1), ("beam4", c.BEAM)):
+        start = time.perf_counter()
+        tokens = decode(beam, inputs)
+        seconds = time.perf_counter() - start
+        results.append({"mode": mode, "sent_per_s": len(sources) / seconds, "tok_per_s": tokens / seconds,
+                        "out_tokens_per_sent": tokens / len(sources)})
+    for r in results:
+        r["peak_rss_mb"] = c.peak_rss_mb()
+        if os.environ.get("BENCH_RESULTS"):
+            c.record(peer=f"mt ({engine})", kind="decode", mode=r["mode"], sent_per_s=round(r["sent_per_s"], 2),
+                     out_tokens_per_sent=r["out_tokens_per_sent"], peak_rss_mb=round(r["peak_rss_mb"], 1),
+                     method=f"scripts/bench_decode.py, batch {c.DECODE_BATCH}, forced {length} tokens")
+    return results
+
+
+def real(engine: str, checkpoint: Path, sentences: int) -> list[dict]:
+    """Translate the first `sentences` lines of newstest2021 with a trained model."""
+    import resource
+
+    import torch
+
+    torch.set_num_threads(2)
+    from mt.checkpoint import load_model
+    from mt.translate import translate_nbest
+
+    lines = NEWS.read_text(encoding="utf-8").splitlines()[:sentences]
+    model, tokenizer, config, _ = load_model(checkpoint, torch.device("cpu"))
+    if engine == "ctranslate2":
+        from mt.export import CTranslate2Engine, export_ctranslate2
+
+        directory = Path(tempfile.mkdtemp()) / "ct2"
+        export_ctranslate2(checkpoint, directory)
+        ct2 = CTranslate2Engine(directory, torch.device("cpu"))
+        run = lambda decode: ct2.translate_nbest(lines, decode)  # noqa: E731
+    else:
+        run = lambda decode: translate_nbest(model, tokenizer, lines, decode, torch.device("cpu"))  # noqa: E731
+    results = []
+    for mode, beam in (("greedy", 1), ("beam4", 4)):
+        decode = config.decode.__class__(**{**vars(config.decode), "beam_size": beam, "nbest": 1, "batch_size": 32})
+        start = time.perf_counter()
+        outputs = run(decode)
+        seconds = time.perf_counter() - start
+        tokens = sum(len(tokenizer.tgt.encode(t[0].text)) + 1 for t in outputs)  # + EOS
+        results.append({"mode": mode, "sent_per_s": len(lines) / seconds, "tok_per_s": tokens / seconds,
+                        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    return results
+
+
+def _mt_decoder(model, batch_size: int, fixed_length: int):
+    """decode(beam, id lists) → output tokens produced, in batches as the peers form them."""
+    import torch
+
+    from mt.data import pad_ids
+    from mt.search import beam_search, greedy_search
+
+    def decode(beam: int, sources: list[list[int]]) -> int:
+        produced = 0
+        for start in range(0, len(sources), batch_size):
+            src = pad_ids(sources[start:start + batch_size])
+            limit = torch.full((src.size(0),), fixed_length)
+            if beam == 1:
+                outputs = [h.tokens for h in greedy_search(model, src, limit, min_len=fixed_length)]
+            else:
+                outputs = [hyps[0].tokens for hyps in beam_search(model, src, limit, beam, min_len=fixed_length)]
+            produced += sum(len(o) for o in outputs)
+        return produced
+
+    return decode
+
+
+def _ct2_decoder(model, vocabulary: list[str], batch_size: int, threads: int, fixed_length: int):
+    """decode(beam, token lists) → output tokens produced, with the model exported to CTranslate2 (fp32)."""
+    import ctranslate2
+
+    from mt.export import model_spec
+
+    directory = tempfile.mkdtemp()
+    spec = model_spec(model, vocabulary, vocabulary)
+    spec.validate()
+    spec.optimize()
+    spec.save(directory)
+    translator = ctranslate2.Translator(directory, device="cpu", intra_threads=threads, inter_threads=1)
+
+    def decode(beam: int, sources: list[list[str]]) -> int:
+        results = translator.translate_batch(sources, beam_size=beam, max_batch_size=batch_size,
+                                             batch_type="examples", max_decoding_length=fixed_length,
+                                             min_decoding_length=fixed_length, num_hypotheses=1)
+        return sum(len(r.hypotheses[0]) for r in results)
+
+    return decode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", type=Path, help="also time a trained model on real news sentences")
+    parser.add_argument("--sentences", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "ENGINE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        workload, engine = args.child
+        rows = synthetic(engine) if workload == "synthetic" else real(engine, args.checkpoint, args.sentences)
+        print(json.dumps(rows))
+        return
+    workloads = ["synthetic"] + (["real"] if args.checkpoint else [])
+    table = {}
+    for _ in range(args.repeats):  # round-robin, so that machine noise spreads over every row
+        for workload in workloads:
+            for engine in ENGINES:
+                command = [sys.executable, __file__, "--child", workload, engine, "--sentences", str(args.sentences)]
+                if args.checkpoint:
+                    command += ["--checkpoint", str(args.checkpoint)]
+                output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+                for row in json.loads(output.strip().splitlines()[-1]):
+                    table.setdefault((workload, engine, row["mode"]), []).append(row)
+    print(f"| workload | engine | mode | sent/s (median of {args.repeats}) | output tok/s | peak RSS MB |")
+    print("|---|---|---|---:|---:|---:|")
+    for (workload, engine, mode), rows in table.items():
+        median = lambda key: statistics.median(r[key] for r in rows)  # noqa: E731
+        print(f"| {workload} | {engine} | {mode} | {median('sent_per_s'):.1f} | {median('tok_per_s'):,.0f} "
+              f"| {median('peak_rss_mb'):,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
