@@ -19,15 +19,20 @@ def atomic_open(path: Path) -> Iterator[BinaryIO]:
     path = Path(path)
     if not path.parent.is_dir():
         raise MtError(f"{path}: directory {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise MtError(f"{path}: cannot write ({e.strerror})", exit_code=1) from e
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):  # e.g. a full disk
+            raise MtError(f"{path}: cannot write ({e.strerror}); the previous file is untouched", exit_code=1) from e
         raise
 
 

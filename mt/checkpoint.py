@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -37,7 +38,10 @@ def link_atomic(target: Path, link: Path) -> None:
     """Point `link` at the same file as `target` (a hard link, so no copy), replacing it atomically."""
     tmp = link.with_name(f".{link.name}.tmp")
     tmp.unlink(missing_ok=True)
-    os.link(target, tmp)
+    try:
+        os.link(target, tmp)
+    except OSError:  # a filesystem without hard links
+        shutil.copyfile(target, tmp)
     os.replace(tmp, link)
 
 
@@ -49,8 +53,8 @@ def load_checkpoint(path: Path) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        raise MtError(f"{path}: refused: the checkpoint holds more than weights and data "
-                      f"({str(e).strip().splitlines()[0]})")
+        lines = [line for line in str(e).splitlines() if "GLOBAL" in line] or ["it is not weights and data"]
+        raise MtError(f"{path}: refused, it could run code: {lines[0].strip()}")
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as e:
         raise MtError(f"{path}: not a readable checkpoint (truncated or corrupt: {str(e).splitlines()[0]})")
     if not isinstance(state, dict) or "model" not in state or "config" not in state:

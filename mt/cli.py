@@ -31,6 +31,9 @@ BeamOption = Annotated[Optional[int], typer.Option(
     "--beam", min=1, help="Beam size; 1 is greedy search. Default: the checkpoint's decode.beam_size.")]
 AlphaOption = Annotated[Optional[float], typer.Option(
     "--alpha", min=0.0, help="GNMT length penalty: score = log p / ((5 + length) / 6) ** alpha.")]
+MaxLenAOption = Annotated[Optional[float], typer.Option(
+    "--max-len-a", min=0.0, help="Outputs may have up to a · source length + b tokens (default: checkpoint's).")]
+MaxLenBOption = Annotated[Optional[int], typer.Option("--max-len-b", min=1, help="See --max-len-a.")]
 
 
 @app.callback()
@@ -71,7 +74,8 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
               input: Annotated[Optional[Path], typer.Option("--input", "-i", help="One sentence per line.")] = None,
               output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None,
               checkpoint: CheckpointOption = None, device: DeviceOption = "auto",
-              beam: BeamOption = None, alpha: AlphaOption = None,
+              beam: BeamOption = None, alpha: AlphaOption = None, max_len_a: MaxLenAOption = None,
+              max_len_b: MaxLenBOption = None,
               nbest: Annotated[int, typer.Option("--nbest", min=1, help="Print the N best translations of "
                                                  "each line as: LINE ||| TRANSLATION ||| SCORE")] = 1,
               engine: Annotated[str, typer.Option("--engine", help="mt, or ctranslate2 to use a model made by "
@@ -83,31 +87,37 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
     """
     from tqdm import tqdm
 
-    from mt.data import iter_file_lines, iter_lines
     from mt.translate import translate_stream
 
     if text and input:
         raise MtError("give sentences as arguments or --input FILE, not both")
-    source = iter_file_lines(input) if input else None
-    translate_chunk = _translator(engine, checkpoint, device, beam, alpha, nbest)
-    if text:
-        lines, chunk = text, len(text)
-    elif source is not None:
-        lines, chunk = source, CHUNK_LINES
-    else:
-        interactive = sys.stdin.isatty()
-        if interactive:
-            print("reading sentences from stdin (Ctrl-D to end)", file=sys.stderr)
-        lines, chunk = iter_lines(sys.stdin.buffer, "stdin"), 1 if interactive else CHUNK_LINES
-    results = translate_stream(translate_chunk, lines, chunk)
+    lines, chunk = _input_lines(text, input)
+    overrides = {"beam_size": beam, "alpha": alpha, "nbest": nbest, "max_len_a": max_len_a, "max_len_b": max_len_b}
+    results = translate_stream(_translator(engine, checkpoint, device, overrides), lines, chunk)
     # A progress bar for a person watching the terminal while the translations go to a file or a pipe.
     bar = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty()) and not text
     with _line_writer(output) as write:
         for i, hyps in enumerate(tqdm(results, unit=" lines", disable=not bar, file=sys.stderr)):
             if nbest == 1:
                 write(hyps[0].text)
-            for t in hyps if nbest > 1 else ():
-                write(f"{i} ||| {t.text} ||| {t.score:.4f}")
+            else:
+                for t in hyps:
+                    write(f"{i} ||| {t.text} ||| {t.score:.4f}")
+
+
+def _input_lines(text: list[str] | None, input: Path | None):
+    """The lines to translate and how many to translate at a time: the arguments all at once, a file or
+    piped stdin in chunks, and a person typing at a terminal line by line."""
+    from mt.lines import iter_file_lines, iter_lines
+
+    if text:
+        return text, len(text)
+    if input is not None:
+        return iter_file_lines(input), CHUNK_LINES  # opened now: a missing file is reported first
+    if sys.stdin.isatty():
+        print("reading sentences from stdin (Ctrl-D to end)", file=sys.stderr)
+        return iter_lines(sys.stdin.buffer, "stdin"), 1
+    return iter_lines(sys.stdin.buffer, "stdin"), CHUNK_LINES
 
 
 @app.command()
@@ -120,23 +130,26 @@ def evaluate(checkpoint: CheckpointOption = None,
              hyp: Annotated[Optional[Path], typer.Option("--hyp", help="Score this output; translate nothing.")] = None,
              tgt_lang: Annotated[Optional[str], typer.Option("--tgt-lang", help="For --hyp (default en).")] = None,
              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Save the translations.")] = None,
-             device: DeviceOption = "auto", beam: BeamOption = None, alpha: AlphaOption = None):
+             device: DeviceOption = "auto", beam: BeamOption = None, alpha: AlphaOption = None,
+             max_len_a: MaxLenAOption = None, max_len_b: MaxLenBOption = None):
     """Translate a test set (the config's, or --src/--ref) and print sacreBLEU BLEU and chrF with signatures."""
-    from mt.data import read_lines
     from mt.evaluate import score
+    from mt.lines import read_lines
 
     if hyp is not None:
         if not ref:
             raise MtError("--hyp needs at least one --ref")
         scores = score(read_lines(hyp), [read_lines(r) for r in ref], tgt_lang or "en")
     else:
-        scores = _translate_test_set(checkpoint, config, set_, src, ref, output, device, beam, alpha)
+        overrides = {"beam_size": beam, "alpha": alpha, "max_len_a": max_len_a, "max_len_b": max_len_b}
+        scores = _translate_test_set(checkpoint, config, set_, src, ref, output, device, overrides)
     print("\n".join(scores.lines()))
 
 
-def _translate_test_set(checkpoint, configs, sets, src, refs, output, device, beam, alpha):
+def _translate_test_set(checkpoint, configs, sets, src, refs, output, device, overrides: dict):
     from mt.checkpoint import default_checkpoint, load_model
-    from mt.data import read_corpus, read_lines
+    from mt.data import read_corpus
+    from mt.lines import read_lines
     from mt.device import resolve_device
     from mt.evaluate import score
     from mt.translate import translate_lines
@@ -151,7 +164,7 @@ def _translate_test_set(checkpoint, configs, sets, src, refs, output, device, be
     else:
         test = read_corpus(data.test, data, "test")
         sources, references = test["src"], [test["tgt"]]
-    decode = _decode_options(model_config.decode, beam, alpha, nbest=1)
+    decode = _decode_options(model_config.decode, overrides)
     hypotheses = translate_lines(model, tok, sources, decode, torch_device)
     if output is not None:
         with _line_writer(output) as write:
@@ -175,7 +188,7 @@ def export(ctranslate2: Annotated[Path, typer.Option("--ctranslate2", help="Dire
           f"--checkpoint {ctranslate2})")
 
 
-def _translator(engine: str, checkpoint: Path | None, device: str, beam, alpha, nbest: int):
+def _translator(engine: str, checkpoint: Path | None, device: str, overrides: dict):
     """A function translating a chunk of lines with the chosen engine and decode options."""
     from mt.checkpoint import default_checkpoint, load_model
     from mt.device import resolve_device
@@ -187,23 +200,24 @@ def _translator(engine: str, checkpoint: Path | None, device: str, beam, alpha, 
 
         model_dir = checkpoint or default_checkpoint().parent.parent / "ctranslate2"
         ct2 = CTranslate2Engine(model_dir, torch_device)
-        decode = _decode_options(ct2.decode, beam, alpha, nbest)
+        decode = _decode_options(ct2.decode, overrides)
         return lambda lines, first_line: ct2.translate_nbest(lines, decode, first_line)
     if engine != "mt":
         raise MtError(f"--engine {engine}: expected mt or ctranslate2")
     model, tok, config, _ = load_model(checkpoint or default_checkpoint(), torch_device)
-    decode = _decode_options(config.decode, beam, alpha, nbest)
+    decode = _decode_options(config.decode, overrides)
     return lambda lines, first_line: translate_nbest(model, tok, lines, decode, torch_device, first_line)
 
 
-def _decode_options(decode, beam: int | None, alpha: float | None, nbest: int):
-    """The checkpoint's decode settings with the command line's options on top."""
+def _decode_options(decode, overrides: dict):
+    """The checkpoint's decode settings with the command line's options (those given) on top."""
     import dataclasses
 
-    beam = beam or decode.beam_size
-    if nbest > beam:
-        raise MtError(f"--nbest {nbest}: cannot exceed the beam size ({beam}); raise --beam")
-    return dataclasses.replace(decode, beam_size=beam, alpha=decode.alpha if alpha is None else alpha, nbest=nbest)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    decode = dataclasses.replace(decode, **{"nbest": 1, **given})
+    if decode.nbest > decode.beam_size:
+        raise MtError(f"--nbest {decode.nbest}: cannot exceed the beam size ({decode.beam_size}); raise --beam")
+    return decode
 
 
 @contextmanager
@@ -224,10 +238,15 @@ def _line_writer(output: Path | None):
 
 
 def main() -> None:
+    """The `mt` command. A user's mistake, in a config or data file or on the command line, is printed as one
+    line with a non-zero exit; `--debug` shows the traceback instead."""
     try:
-        app()
-    except MtError as e:
+        status = app(standalone_mode=False, prog_name="mt")  # Ctrl-C returns 130; a closed pipe exits quietly
+    except (MtError, typer.TyperException) as e:
         if "--debug" in sys.argv:
             raise
-        print(f"mt: error: {e}", file=sys.stderr)
+        message = str(e) if isinstance(e, MtError) else e.format_message()
+        if message:  # `mt` alone has shown its help and has nothing to add
+            print(f"mt: error: {message}", file=sys.stderr)
         sys.exit(e.exit_code)
+    sys.exit(status or 0)

@@ -7,6 +7,7 @@ Unknown keys, wrong types and out-of-range values are errors that name the key.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +108,7 @@ class DecodeConfig:
     max_len_a: float = 2.0  # an output may have up to a * source_length + b tokens
     max_len_b: int = 10
     min_len: int = 0  # no EOS before this many output tokens
-    batch_size: int = 64  # sentences per decoding batch
+    max_tokens: int = 4000  # source tokens per decoding batch (sentences sorted by length, then grouped)
 
 
 @dataclass
@@ -170,7 +171,9 @@ def config_to_dict(config: Config) -> dict:
 
 
 def config_from_dict(raw: dict, source: str = "checkpoint") -> Config:
-    config = _build(Config, raw, prefix="", source=source)
+    """The config stored in a checkpoint. Keys this version of mt no longer has (from a checkpoint of an
+    earlier version) are dropped with a warning; the defaults stand for keys it did not have yet."""
+    config = _build(Config, raw, prefix="", source=source, strict=False)
     validate(config)
     return config
 
@@ -212,7 +215,7 @@ def validate(config: Config) -> None:
         (1 <= config.decode.nbest <= config.decode.beam_size, "decode.nbest",
          f"must be between 1 and decode.beam_size ({config.decode.beam_size})"),
         (config.decode.min_len >= 0, "decode.min_len", "must be 0 or more"),
-        (config.decode.batch_size > 0, "decode.batch_size", "must be positive"),
+        (config.decode.max_tokens > 0, "decode.max_tokens", "must be positive"),
         (config.decode.max_len_a >= 0 and config.decode.max_len_b >= 1, "decode.max_len_b",
          "outputs need room for at least one token"),
     ]
@@ -233,7 +236,7 @@ def _set_dotted(raw: dict, keys: list[str], value) -> None:
     raw[keys[-1]] = value
 
 
-def _build(cls, raw, prefix: str, source: str):
+def _build(cls, raw, prefix: str, source: str, strict: bool = True):
     """Make dataclass `cls` from a mapping, checking every key and type."""
     where = prefix.rstrip(".") or "the top level"
     if not isinstance(raw, dict):
@@ -241,13 +244,17 @@ def _build(cls, raw, prefix: str, source: str):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(raw) - set(fields))
-    if unknown:
+    if unknown and strict:
         raise MtError(f"{source}: unknown config key {prefix}{unknown[0]} (known in {where}: {', '.join(fields)})")
+    for name in unknown:
+        print(f"warning: {source}: ignoring config key {prefix}{name}, unknown to this version of mt", file=sys.stderr)
     values = {}
     for name, value in raw.items():
+        if name in unknown:
+            continue
         kind = hints[name]
         if dataclasses.is_dataclass(kind):
-            values[name] = _build(kind, value or {}, f"{prefix}{name}.", source)
+            values[name] = _build(kind, value or {}, f"{prefix}{name}.", source, strict)
         else:
             values[name] = _check_type(value, kind, f"{prefix}{name}", source)
     return cls(**values)

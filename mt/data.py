@@ -1,6 +1,6 @@
-"""Corpus → `datasets.Dataset` of text pairs → token ids (cached `map`) → length filter → token-budget batches.
+"""Corpus → `datasets.Dataset` of text pairs → token ids (cached `map`) → length filter → training batches.
 
-Local corpora are read line by line so that a misaligned file or a bad byte is reported with its file and
+Local corpora are read with mt.lines, so that a misaligned file or a bad byte is reported with its file and
 line; JSONL and hub datasets go through `datasets.load_dataset`.
 """
 
@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import datasets
 import numpy as np
-import torch
-from torch import Tensor
 
+from mt.batching import Batch, make_batch, token_batches
 from mt.config import CorpusConfig, DataConfig
 from mt.errors import MtError
-from mt.model import make_pad_mask, make_tgt_mask
-from mt.tokenizer import PAD, Tokenizer
+from mt.lines import read_lines
+from mt.tokenizer import Tokenizer
 
 datasets.disable_progress_bars()
 
@@ -44,36 +40,6 @@ def read_corpus(corpus: CorpusConfig, data: DataConfig, split: str) -> datasets.
 
 def aligned_paths(prefix: Path, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
     return Path(f"{prefix}.{src_lang}"), Path(f"{prefix}.{tgt_lang}")
-
-
-def read_lines(path: Path) -> list[str]:
-    """A UTF-8 text file as lines (without line ends). Errors name the file and the line."""
-    return list(iter_file_lines(path))
-
-
-def iter_file_lines(path: Path) -> Iterator[str]:
-    """The lines of a UTF-8 text file, read lazily; a missing file is reported at once."""
-    try:
-        stream = open(path, "rb")
-    except FileNotFoundError:
-        raise MtError(f"{path}: no such file")
-    except OSError as e:
-        raise MtError(f"{path}: cannot read ({e.strerror})")
-
-    def lines() -> Iterator[str]:
-        with stream:
-            yield from iter_lines(stream, str(path))
-
-    return lines()
-
-
-def iter_lines(stream: BinaryIO, name: str) -> Iterator[str]:
-    """Decode a byte stream line by line (split at \\n only); bad UTF-8 is an error naming `name` and the line."""
-    for number, line in enumerate(stream, start=1):
-        try:
-            yield line.decode("utf-8").rstrip("\r\n")
-        except UnicodeDecodeError as e:
-            raise MtError(f"{name}:{number}: invalid UTF-8 (byte {e.start + 1})")
 
 
 def _read_aligned(prefix: Path, src_lang: str, tgt_lang: str) -> datasets.Dataset:
@@ -155,70 +121,14 @@ def filter_pairs(encoded: datasets.Dataset, max_len: int, name: str) -> tuple[da
     empty = (src_len <= 1) | (tgt_len <= 2)  # nothing but EOS (source) or BOS EOS (target)
     too_long = ~empty & ((src_len > max_len) | (tgt_len > max_len))
     keep = np.flatnonzero(~empty & ~too_long)
-    report = (f"{name}: {len(encoded):,} pairs, kept {len(keep):,} "
-              f"(dropped {int(empty.sum()):,} with an empty side, {int(too_long.sum()):,} longer than {max_len} tokens)")
+    report = (f"{name}: {len(encoded):,} pairs, kept {len(keep):,} (dropped {int(empty.sum()):,} with an empty "
+              f"side, {int(too_long.sum()):,} longer than {max_len} tokens)")
     if len(keep) == 0:
         raise MtError(f"{name}: no pairs left after filtering ({report})")
     return encoded.select(keep), report
 
 
-# ---------------------------------------------------------------- ids → batches
-
-@dataclass
-class Batch:
-    """A padded batch for teacher forcing: the decoder reads `tgt_input` and must predict `tgt_label`."""
-
-    src: Tensor        # [B, S]
-    tgt_input: Tensor  # [B, T]   tgt[:, :-1]: BOS w1 … wn
-    tgt_label: Tensor  # [B, T]   tgt[:, 1:]:  w1 … wn EOS
-    src_mask: Tensor   # [B, 1, 1, S]
-    tgt_mask: Tensor   # [B, 1, T, T]
-
-    @property
-    def num_tokens(self) -> int:
-        """Target tokens that count in the loss (PAD excluded)."""
-        return int((self.tgt_label != PAD).sum())
-
-    def to(self, device: torch.device) -> Batch:
-        return Batch(*(t.to(device, non_blocking=True) for t in
-                       (self.src, self.tgt_input, self.tgt_label, self.src_mask, self.tgt_mask)))
-
-
-def pad_ids(sequences: list[list[int]]) -> Tensor:
-    """Ragged ids → [B, L_max], right-padded with PAD."""
-    out = torch.full((len(sequences), max(len(s) for s in sequences)), PAD, dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        out[row, :len(seq)] = torch.tensor(seq, dtype=torch.long)
-    return out
-
-
-def make_batch(src_ids: list[list[int]], tgt_ids: list[list[int]]) -> Batch:
-    src, tgt = pad_ids(src_ids), pad_ids(tgt_ids)
-    tgt_input, tgt_label = tgt[:, :-1], tgt[:, 1:]
-    return Batch(src, tgt_input, tgt_label, make_pad_mask(src, PAD), make_tgt_mask(tgt_input, PAD))
-
-
-def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int,
-                  rng: np.random.Generator | None = None) -> list[np.ndarray]:
-    """Group pair indices into batches of at most `max_tokens` padded tokens per side.
-
-    Pairs are sorted by length so that a batch holds similar lengths (little padding); with `rng`, ties are
-    broken at random and the batch order is shuffled, so each epoch differs while padding stays low.
-    """
-    size = np.maximum(src_len, tgt_len)
-    tiebreak = rng.permutation(len(size)) if rng is not None else np.arange(len(size))
-    order = np.lexsort((tiebreak, size))  # by length, then by the tiebreak
-    batches, start, longest = [], 0, 0
-    for pos, index in enumerate(order):
-        longest = max(longest, size[index])
-        if (pos - start + 1) * longest > max_tokens:
-            batches.append(order[start:pos])
-            start, longest = pos, size[index]
-    batches.append(order[start:])
-    if rng is not None:
-        batches = [batches[i] for i in rng.permutation(len(batches))]
-    return batches
-
+# ---------------------------------------------------------------- ids → training batches
 
 class TrainBatches:
     """Endless training batches, addressed by (epoch, index) so that a resumed run sees the same data order."""

@@ -11,8 +11,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import torch
 
+from mt.batching import token_batches
 from mt.checkpoint import load_model
 from mt.config import DecodeConfig
 from mt.errors import MtError
@@ -33,6 +35,7 @@ def _ctranslate2():
 
 def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | None = None) -> None:
     """Write the CTranslate2 model of `checkpoint` into `output_dir` (replaced as a whole when complete)."""
+    _ctranslate2()
     model, tokenizer, config, _ = load_model(checkpoint, torch.device("cpu"))
     spec = model_spec(model, _pieces(tokenizer.src), _pieces(tokenizer.tgt))
     output_dir = Path(output_dir)
@@ -41,7 +44,10 @@ def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | N
     staging = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}."))
     try:
         spec.validate()
-        spec.optimize(quantization=quantization)
+        try:
+            spec.optimize(quantization=quantization)
+        except ValueError as e:
+            raise MtError(f"--quantization {quantization}: {e}")
         spec.save(str(staging))
         tokenizer.save(staging)
         meta = {"decode": vars(config.decode), "max_positions": config.model.max_positions}
@@ -138,20 +144,23 @@ class CTranslate2Engine:
         """As mt's own: PAD and BOS are never output, and each line keeps its own length limit. Beam
         search differs in its length penalty: CTranslate2 divides by length ** alpha (mt: GNMT's)."""
         src_ids = encode_sources(self.tokenizer, lines, self.max_positions, first_line)
-        todo = [i for i, line in enumerate(lines) if line.strip()]
         outputs = [[Translation("", 0.0)] for _ in lines]
-        if not todo:
-            return outputs
-        limits = [min(int(decode.max_len_a * len(src_ids[i]) + decode.max_len_b), self.max_positions - 1)
-                  for i in todo]
-        results = self.translator.translate_batch(
-            [[self.tokenizer.src.id_to_piece(t) for t in src_ids[i]] for i in todo],
-            beam_size=decode.beam_size, num_hypotheses=decode.nbest, length_penalty=decode.alpha,
-            max_decoding_length=max(limits), min_decoding_length=decode.min_len, max_input_length=self.max_positions,
-            max_batch_size=decode.batch_size, return_scores=True,
-            suppress_sequences=[[self.tokenizer.tgt.id_to_piece(PAD)], [self.tokenizer.tgt.id_to_piece(BOS)]])
-        for i, limit, result in zip(todo, limits, results):
-            ids = [[self.tokenizer.tgt.piece_to_id(p) for p in pieces][:limit] for pieces in result.hypotheses]
-            texts = self.tokenizer.decode_tgt([[t for t in seq if t != EOS] for seq in ids])
-            outputs[i] = [Translation(text, score) for text, score in zip(texts, result.scores)]
+        todo = np.array([i for i, line in enumerate(lines) if line.strip()], dtype=np.int64)
+        lengths = np.array([len(src_ids[i]) for i in todo], dtype=np.int64)
+        # mt's own batches, each with its own length limit: one looping output must not make a whole
+        # batch run to the longest sentence's limit.
+        for batch in (token_batches(lengths, lengths, decode.max_tokens) if len(todo) else []):
+            chunk = todo[batch].tolist()
+            limits = [min(int(decode.max_len_a * len(src_ids[i]) + decode.max_len_b), self.max_positions - 1)
+                      for i in chunk]
+            results = self.translator.translate_batch(
+                [[self.tokenizer.src.id_to_piece(t) for t in src_ids[i]] for i in chunk],
+                beam_size=decode.beam_size, num_hypotheses=decode.nbest, length_penalty=decode.alpha,
+                max_decoding_length=max(limits), min_decoding_length=decode.min_len,
+                max_input_length=self.max_positions, return_scores=True,
+                suppress_sequences=[[self.tokenizer.tgt.id_to_piece(PAD)], [self.tokenizer.tgt.id_to_piece(BOS)]])
+            for i, limit, result in zip(chunk, limits, results):
+                ids = [[self.tokenizer.tgt.piece_to_id(p) for p in pieces][:limit] for pieces in result.hypotheses]
+                texts = self.tokenizer.decode_tgt([[t for t in seq if t != EOS] for seq in ids])
+                outputs[i] = [Translation(text, score) for text, score in zip(texts, result.scores)]
         return outputs

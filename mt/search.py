@@ -102,45 +102,41 @@ def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int
         vocab = log_probs.size(-1)
         candidates = (scores.view(-1, 1) + log_probs).view(len(active), k * vocab)   # [N, K*V]
         top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)      # [N, 2K]: room after EOS
-        top_beam, top_token = top_index // vocab, top_index % vocab
-        keep_rows, keep_tokens, keep_scores, still_active = [], [], [], []
+        top_rows = top_index // vocab + torch.arange(len(active), device=device)[:, None] * k
+        survivors, still_active = [], []                                            # (row, token, score)
         for n, sentence in enumerate(active):
+            ranked = zip(top_scores[n].tolist(), top_rows[n].tolist(), (top_index[n] % vocab).tolist())
             at_limit = step + 1 >= limits[sentence]
-            kept = 0
-            for score, beam, token in zip(top_scores[n].tolist(), top_beam[n].tolist(), top_token[n].tolist()):
-                if score == float("-inf") or kept == k:
-                    break
-                row = n * k + beam
-                if token == EOS or at_limit:
-                    tokens = ys[row, 1:].tolist() + ([] if token == EOS else [token])
-                    length = step + 1
-                    finished[sentence].append(Hypothesis(tokens, score / length_penalty(length, alpha), score))
-                else:
-                    keep_rows.append(row)
-                    keep_tokens.append(token)
-                    keep_scores.append(score)
-                    kept += 1
-            if kept and not _done(finished[sentence], keep_scores[-kept], nbest, limits[sentence], alpha):
-                still_active.append((n, kept))
-            else:
-                del keep_rows[len(keep_rows) - kept:], keep_tokens[len(keep_tokens) - kept:]
-                del keep_scores[len(keep_scores) - kept:]
+            kept = _extend(ranked, ys, k, at_limit, alpha, finished[sentence])
+            if kept and not _done(finished[sentence], kept[0][2], nbest, limits[sentence], alpha):
+                survivors += kept + [(kept[0][0], PAD, float("-inf"))] * (k - len(kept))  # dead rows: -inf
+                still_active.append(sentence)
         if not still_active:
             break
-        # Pad each active sentence back to K rows (dead beams get -inf) so shapes stay [N*K, …].
-        rows_out, tokens_out, scores_out, start = [], [], [], 0
-        for _, kept in still_active:
-            pad = k - kept
-            rows_out += keep_rows[start:start + kept] + [keep_rows[start]] * pad
-            tokens_out += keep_tokens[start:start + kept] + [PAD] * pad
-            scores_out += keep_scores[start:start + kept] + [float("-inf")] * pad
-            start += kept
-        index = torch.tensor(rows_out, device=device)
-        ys = torch.cat([ys.index_select(0, index), torch.tensor(tokens_out, device=device)[:, None]], dim=1)
-        scores = torch.tensor(scores_out, device=device).view(-1, k)
+        rows_kept, tokens, kept_scores = zip(*survivors)
+        index = torch.tensor(rows_kept, device=device)
+        ys = torch.cat([ys.index_select(0, index), torch.tensor(tokens, device=device)[:, None]], dim=1)
+        scores = torch.tensor(kept_scores, device=device).view(-1, k)
         decoder.select(index)
-        active = [active[n] for n, _ in still_active]
+        active = still_active
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
+
+
+def _extend(ranked, ys: Tensor, k: int, at_limit: bool, alpha: float,
+            finished: list[Hypothesis]) -> list[tuple[int, int, float]]:
+    """Walk one sentence's candidates, best first: one ending in EOS (or reaching the length limit) joins
+    `finished`; the others stay open, up to k of them. Returns the open ones as (row, token, score)."""
+    kept = []
+    for score, row, token in ranked:
+        if score == float("-inf") or len(kept) == k:
+            break
+        if token == EOS or at_limit:
+            tokens = ys[row, 1:].tolist() + ([] if token == EOS else [token])
+            length = ys.size(1)  # the tokens so far (BOS aside) and this one
+            finished.append(Hypothesis(tokens, score / length_penalty(length, alpha), score))
+        else:
+            kept.append((row, token, score))
+    return kept
 
 
 def _done(finished: list[Hypothesis], best_open: float, nbest: int, max_len: int, alpha: float) -> bool:

@@ -58,9 +58,6 @@ class Tokenizer:
     def encode_tgt(self, texts: list[str]) -> list[list[int]]:
         return [[BOS] + ids + [EOS] for ids in self.tgt.encode(texts)]
 
-    def src_pieces(self, text: str) -> list[str]:
-        return self.src.encode(text, out_type=str)
-
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
         return self.tgt.decode([[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids])  # UNK shows as ⁇
 
@@ -100,9 +97,18 @@ def _chain(*parts: Iterable[str]):
 
 def _train_bpe(texts: Iterable[str], config: TokenizerConfig) -> bytes:
     model = io.BytesIO()
+    seen = 0
+
+    def sentences():
+        nonlocal seen
+        for text in texts:
+            if text.strip():
+                seen += 1
+                yield text
+
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=(t for t in texts if t),
+            sentence_iterator=sentences(),
             model_writer=model,
             model_type="bpe",
             vocab_size=config.vocab_size,
@@ -114,7 +120,9 @@ def _train_bpe(texts: Iterable[str], config: TokenizerConfig) -> bytes:
             minloglevel=2,
         )
     except RuntimeError as e:  # e.g. a vocabulary too large for a small corpus
-        reason = str(e).split("]", 1)[-1].strip()
+        if seen == 0:
+            raise MtError("the training corpus has no non-empty lines to train the tokenizer on")
+        reason = str(e).split("]", 1)[-1].strip() or str(e).strip()
         raise MtError(f"config key tokenizer.vocab_size: SentencePiece cannot train it: {reason}")
     return model.getvalue()
 

@@ -25,7 +25,8 @@ from tqdm import tqdm
 from mt.checkpoint import (checkpoint_dir, link_atomic, load_checkpoint, prune_step_checkpoints,
                            save_checkpoint, tokenizer_state)
 from mt.config import Config, config_to_dict, save_config
-from mt.data import TrainBatches, encode_corpus, filter_pairs, make_batch, read_corpus, token_batches
+from mt.batching import make_batch, token_batches
+from mt.data import TrainBatches, encode_corpus, filter_pairs, read_corpus
 from mt.device import resolve_device
 from mt.errors import MtError
 from mt.evaluate import score
@@ -203,6 +204,7 @@ class Trainer:
                         lr = self.scheduler.get_last_lr()[0]
                         bar.set_postfix(loss=f"{smoothed:.3f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:,.0f}")
                         log.write(json.dumps({"step": p.step, "loss": smoothed, "lr": lr, "tok_s": tok_s}) + "\n")
+                        log.flush()  # readable while training runs
                     if p.step % t.eval_every == 0 or p.step == t.max_steps:
                         self._evaluate_and_save(bar, log)
                 if p.batch_index >= len(batches):
@@ -239,6 +241,8 @@ def train(config: Config, resume: bool = False) -> Path:
         raise MtError(f"--resume: no checkpoint at {last}")
     device = resolve_device(config.train.device)
     checkpoint_dir(run_dir).mkdir(parents=True, exist_ok=True)
+    for partial in checkpoint_dir(run_dir).glob(".*.tmp"):  # left by a crash in the middle of a write
+        partial.unlink()
     torch.manual_seed(config.train.seed)
     state = load_checkpoint(last) if resume else None
     tokenizer = Tokenizer(state["tokenizer"]["src"], state["tokenizer"]["tgt"]) if state else None

@@ -7,10 +7,11 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from mt.config import DecodeConfig
-from mt.data import pad_ids
+from mt.batching import pad_ids, token_batches
 from mt.model import Transformer
 from mt.search import beam_search, greedy_search
 from mt.tokenizer import Tokenizer
@@ -28,9 +29,10 @@ def translate_nbest(model: Transformer, tokenizer: Tokenizer, lines: list[str], 
     decode.beam_size is 1). An empty line gets one empty translation."""
     src_ids = encode_sources(tokenizer, lines, model.config.max_positions, first_line)
     outputs = [[Translation("", 0.0)] for _ in lines]
-    todo = sorted((i for i, line in enumerate(lines) if line.strip()), key=lambda i: len(src_ids[i]))
-    for start in range(0, len(todo), decode.batch_size):  # similar lengths together: little padding
-        chunk = todo[start:start + decode.batch_size]
+    todo = np.array([i for i, line in enumerate(lines) if line.strip()], dtype=np.int64)
+    lengths = np.array([len(src_ids[i]) for i in todo], dtype=np.int64)
+    for batch in (token_batches(lengths, lengths, decode.max_tokens) if len(todo) else []):
+        chunk = todo[batch].tolist()  # similar lengths together: little padding
         src = pad_ids([src_ids[i] for i in chunk]).to(device)
         lengths = torch.tensor([len(src_ids[i]) for i in chunk], device=device)
         max_len = (decode.max_len_a * lengths + decode.max_len_b).long().clamp(max=model.config.max_positions - 1)

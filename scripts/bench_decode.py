@@ -100,7 +100,7 @@ def real(engine: str, checkpoint: Path, sentences: int) -> list[dict]:
         run = lambda decode: translate_nbest(model, tokenizer, lines, decode, torch.device("cpu"))  # noqa: E731
     results = []
     for mode, beam in (("greedy", 1), ("beam4", 4)):
-        decode = config.decode.__class__(**{**vars(config.decode), "beam_size": beam, "nbest": 1, "batch_size": 32})
+        decode = config.decode.__class__(**{**vars(config.decode), "beam_size": beam, "nbest": 1})
         start = time.perf_counter()
         outputs = run(decode)
         seconds = time.perf_counter() - start
@@ -114,7 +114,7 @@ def _mt_decoder(model, batch_size: int, fixed_length: int):
     """decode(beam, id lists) → output tokens produced, in batches as the peers form them."""
     import torch
 
-    from mt.data import pad_ids
+    from mt.batching import pad_ids
     from mt.search import beam_search, greedy_search
 
     def decode(beam: int, sources: list[list[int]]) -> int:

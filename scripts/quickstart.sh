@@ -21,5 +21,5 @@ echo
 echo '$ mt translate "我爱你"'
 mt translate --checkpoint "$run_dir/checkpoints/best.pt" "我爱你"
 echo
-echo "$ mt evaluate   (the config's test set, greedy decoding)"
+echo "$ mt evaluate   (the config's test set; beam 4, length penalty 0.6)"
 mt evaluate --checkpoint "$run_dir/checkpoints/best.pt" --output "$run_dir/test.hyp.en"

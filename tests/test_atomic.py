@@ -1,5 +1,6 @@
 """A write that fails half-way leaves the previous file as it was, and no temporary file behind."""
 
+import errno
 import os
 
 import pytest
@@ -8,15 +9,15 @@ from mt.atomic import atomic_open, atomic_write_bytes
 from mt.errors import MtError
 
 
-def test_a_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
+def test_a_full_disk_keeps_the_old_file(tmp_path, monkeypatch):
     target = tmp_path / "last.pt"
     atomic_write_bytes(target, b"good checkpoint")
 
-    def crash(src, dst):
-        raise OSError(28, "No space left on device")
+    def disk_full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(os, "fsync", disk_full)  # the data cannot reach the disk
+    with pytest.raises(MtError, match=r"last\.pt: cannot write \(No space left on device\); the previous file"):
         atomic_write_bytes(target, b"new checkpoint")
     assert target.read_bytes() == b"good checkpoint"
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]

@@ -86,6 +86,18 @@ def test_evaluate_the_configs_test_set_and_an_existing_output(workdir):
     assert scored.stdout.splitlines()[1].startswith("chrF 61.070 ")
 
 
+def test_any_unicode_on_stdin_translates_and_long_lines_are_cut_with_a_warning(workdir):
+    lines = ["😀🎉 emoji 🇨🇳", "\x07\x1b[31mred\x1b[0m\x00", "mixed 中文 English русский العربية", "我爱你。" * 2_500,
+             "", "\u200b\ufeff", "我爱你"]
+    result = mt("translate", cwd=workdir, stdin="".join(line + "\n" for line in lines))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("\n") == len(lines)
+    assert "warning: input line 4 has" in result.stderr and "translating its first 1024" in result.stderr
+    bad = subprocess.run([sys.executable, "-m", "mt", "translate"], cwd=workdir, input=b"ok\n\xff\xfe\n",
+                         capture_output=True, timeout=300)
+    assert bad.returncode == 2 and b"stdin:2: invalid UTF-8" in bad.stderr
+
+
 def test_tokenizer_command_trains_one_on_its_own(corpus_dir, tmp_path):
     (tmp_path / "tiny.yaml").write_text(tiny_yaml(corpus_dir, Path("runs/tok")), encoding="utf-8")
     result = mt("tokenizer", "-c", "tiny.yaml", cwd=tmp_path)
@@ -109,6 +121,10 @@ def test_bad_input_gives_one_clear_line(workdir, tmp_path):
         assert_one_line_error(mt("translate", "--device", "cuda", "hi", cwd=workdir), "--device cuda")
     assert_one_line_error(mt("translate", "--output", "no/such/dir/out.en", "hi", cwd=workdir), "no/such/dir")
     assert_one_line_error(mt("translate", "hi", cwd=tmp_path), "no trained run")
+    assert_one_line_error(mt("translate", "--beam", "0", "hi", cwd=workdir), "--beam")
+    assert_one_line_error(mt("train", cwd=workdir), "--config")
+    (tmp_path / "notyaml.yaml").write_text("model: [unclosed\n", encoding="utf-8")
+    assert_one_line_error(mt("train", "-c", str(tmp_path / "notyaml.yaml"), cwd=workdir), "not valid YAML")
     assert_one_line_error(mt("translate", "--nbest", "5", "--beam", "2", "hi", cwd=workdir), "--nbest 5")
     assert_one_line_error(mt("translate", "--engine", "ctranslate2", "--checkpoint", "tiny.yaml", "hi",
                              cwd=workdir), "not a CTranslate2 export")

@@ -77,3 +77,12 @@ def test_round_trip_through_a_dict():
     c = load_config([CONFIGS / "tatoeba-cpu.yaml"])
     assert config_from_dict(config_to_dict(c)) == c
     assert isinstance(c, Config)
+
+
+def test_a_checkpoints_config_from_an_earlier_version_loads_with_a_warning(capsys):
+    raw = config_to_dict(load_config([CONFIGS / "tatoeba-cpu.yaml"]))
+    raw["decode"]["batch_size"] = 100  # a key an earlier mt had
+    del raw["decode"]["min_len"]       # a key it did not have yet
+    config = config_from_dict(raw, source="old.pt")
+    assert config.decode.min_len == 0
+    assert "old.pt: ignoring config key decode.batch_size" in capsys.readouterr().err

@@ -3,33 +3,13 @@
 import json
 
 import datasets
-import numpy as np
 import pytest
 
 from conftest import write_lines
 from mt.config import CorpusConfig, DataConfig
-from mt.data import TrainBatches, encode_corpus, filter_pairs, make_batch, read_corpus, token_batches
+from mt.data import TrainBatches, encode_corpus, filter_pairs, read_corpus
 from mt.errors import MtError
-from mt.tokenizer import BOS, EOS, PAD
-
-
-def test_targets_are_shifted_by_one():
-    batch = make_batch([[5, 6, EOS], [7, EOS]], [[BOS, 8, 9, EOS], [BOS, 10, EOS]])
-    assert batch.tgt_input.tolist() == [[BOS, 8, 9], [BOS, 10, EOS]]
-    assert batch.tgt_label.tolist() == [[8, 9, EOS], [10, EOS, PAD]]
-    assert batch.src_mask.shape == (2, 1, 1, 3) and batch.tgt_mask.shape == (2, 1, 3, 3)
-    assert batch.num_tokens == 5  # PAD labels do not count
-
-
-def test_token_batches_cover_every_pair_once_within_the_budget():
-    rng = np.random.default_rng(0)
-    src_len, tgt_len = rng.integers(2, 40, 500), rng.integers(3, 40, 500)
-    batches = token_batches(src_len, tgt_len, max_tokens=200, rng=np.random.default_rng(1))
-    assert sorted(np.concatenate(batches).tolist()) == list(range(500))
-    for indices in batches:
-        assert len(indices) * max(src_len[indices].max(), tgt_len[indices].max()) <= 200
-    again = token_batches(src_len, tgt_len, max_tokens=200, rng=np.random.default_rng(1))
-    assert all((a == b).all() for a, b in zip(batches, again))  # the same seed gives the same order
+from mt.tokenizer import BOS, EOS
 
 
 def test_length_bucketing_keeps_padding_low(corpus_dir, tokenizer, tmp_path):

@@ -5,7 +5,7 @@ import csv
 import pytest
 
 from conftest import SHARED, require_shared
-from mt.data import read_lines
+from mt.lines import read_lines
 from mt.errors import MtError
 from mt.evaluate import score
 

@@ -113,7 +113,7 @@ class FakeTokenizer:
 def test_batching_and_sorting_change_no_output_and_keep_the_order(beam):
     model = peaky_model()
     lines = ["1234567", "12", "", "98765", "3", "4444444444", "55"]
-    decode = DecodeConfig(beam_size=beam, alpha=0.6, batch_size=3, max_len_a=1.0, max_len_b=3)
+    decode = DecodeConfig(beam_size=beam, alpha=0.6, max_tokens=12, max_len_a=1.0, max_len_b=3)
     together = translate_nbest(model, FakeTokenizer(), lines, decode, torch.device("cpu"))
     alone = [translate_nbest(model, FakeTokenizer(), [line], decode, torch.device("cpu"))[0] for line in lines]
     assert [t[0].text for t in together] == [t[0].text for t in alone]

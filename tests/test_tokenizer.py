@@ -58,3 +58,8 @@ def test_byte_fallback_leaves_no_unknown_pieces():
 def test_too_large_a_vocabulary_is_a_config_error():
     with pytest.raises(MtError, match="tokenizer.vocab_size"):
         train_tokenizer(ZH[:4], EN[:4], TINY_TOKENIZER)
+
+
+def test_a_corpus_of_empty_lines_says_so():
+    with pytest.raises(MtError, match="no non-empty lines"):
+        train_tokenizer(["", "  "], ["", ""], TINY_TOKENIZER)

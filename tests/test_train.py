@@ -11,7 +11,7 @@ from torch import nn
 from conftest import tiny_config, tiny_model
 from mt.checkpoint import load_checkpoint, load_model
 from mt.config import DecodeConfig
-from mt.data import make_batch
+from mt.batching import make_batch
 from mt.errors import MtError
 from mt.tokenizer import PAD, UNK
 from mt.train import inverse_sqrt_lr, train
