@@ -11,16 +11,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from mt.batching import token_batches
 from mt.checkpoint import load_model
 from mt.config import DecodeConfig
 from mt.errors import MtError
 from mt.model import MultiHeadAttention, Transformer
 from mt.tokenizer import BOS, EOS, PAD, Tokenizer
-from mt.translate import Translation, encode_sources
+from mt.translate import Translation, batches_of_lines, encode_sources, output_limit
 
 META_FILE = "mt.json"
 
@@ -145,14 +143,10 @@ class CTranslate2Engine:
         search differs in its length penalty: CTranslate2 divides by length ** alpha (mt: GNMT's)."""
         src_ids = encode_sources(self.tokenizer, lines, self.max_positions, first_line)
         outputs = [[Translation("", 0.0)] for _ in lines]
-        todo = np.array([i for i, line in enumerate(lines) if line.strip()], dtype=np.int64)
-        lengths = np.array([len(src_ids[i]) for i in todo], dtype=np.int64)
         # mt's own batches, each with its own length limit: one looping output must not make a whole
         # batch run to the longest sentence's limit.
-        for batch in (token_batches(lengths, lengths, decode.max_tokens) if len(todo) else []):
-            chunk = todo[batch].tolist()
-            limits = [min(int(decode.max_len_a * len(src_ids[i]) + decode.max_len_b), self.max_positions - 1)
-                      for i in chunk]
+        for chunk in batches_of_lines(lines, src_ids, decode.max_tokens):
+            limits = [output_limit(decode, len(src_ids[i]), self.max_positions) for i in chunk]
             results = self.translator.translate_batch(
                 [[self.tokenizer.src.id_to_piece(t) for t in src_ids[i]] for i in chunk],
                 beam_size=decode.beam_size, num_hypotheses=decode.nbest, length_penalty=decode.alpha,

@@ -29,13 +29,10 @@ def translate_nbest(model: Transformer, tokenizer: Tokenizer, lines: list[str], 
     decode.beam_size is 1). An empty line gets one empty translation."""
     src_ids = encode_sources(tokenizer, lines, model.config.max_positions, first_line)
     outputs = [[Translation("", 0.0)] for _ in lines]
-    todo = np.array([i for i, line in enumerate(lines) if line.strip()], dtype=np.int64)
-    lengths = np.array([len(src_ids[i]) for i in todo], dtype=np.int64)
-    for batch in (token_batches(lengths, lengths, decode.max_tokens) if len(todo) else []):
-        chunk = todo[batch].tolist()  # similar lengths together: little padding
+    for chunk in batches_of_lines(lines, src_ids, decode.max_tokens):
         src = pad_ids([src_ids[i] for i in chunk]).to(device)
-        lengths = torch.tensor([len(src_ids[i]) for i in chunk], device=device)
-        max_len = (decode.max_len_a * lengths + decode.max_len_b).long().clamp(max=model.config.max_positions - 1)
+        limits = [output_limit(decode, len(src_ids[i]), model.config.max_positions) for i in chunk]
+        max_len = torch.tensor(limits, device=device)
         if decode.beam_size == 1:
             found = [[h] for h in greedy_search(model, src, max_len, min_len=decode.min_len)]
         else:
@@ -65,6 +62,21 @@ def translate_lines(model: Transformer, tokenizer: Tokenizer, lines: list[str], 
                     device: torch.device) -> list[str]:
     """One output line per input line, in input order; an empty input line gives an empty output line."""
     return [best[0].text for best in translate_nbest(model, tokenizer, lines, decode, device)]
+
+
+def batches_of_lines(lines: list[str], src_ids: list[list[int]], max_tokens: int) -> Iterator[list[int]]:
+    """Indices of the non-empty lines, sorted by length into batches of at most `max_tokens` source tokens:
+    similar lengths together, so little padding."""
+    todo = np.array([i for i, line in enumerate(lines) if line.strip()], dtype=np.int64)
+    if len(todo):
+        lengths = np.array([len(src_ids[i]) for i in todo], dtype=np.int64)
+        for batch in token_batches(lengths, lengths, max_tokens):
+            yield todo[batch].tolist()
+
+
+def output_limit(decode: DecodeConfig, src_len: int, max_positions: int) -> int:
+    """The most tokens an output may have: a · source length + b, within the position table."""
+    return min(int(decode.max_len_a * src_len + decode.max_len_b), max_positions - 1)
 
 
 def encode_sources(tokenizer: Tokenizer, lines: list[str], limit: int, first_line: int) -> list[list[int]]:
