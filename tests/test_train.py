@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from conftest import tiny_config, tiny_model
-from mt.checkpoint import load_checkpoint, load_model
+from mt.checkpoint import load_checkpoint, load_model, save_checkpoint
 from mt.config import DecodeConfig
 from mt.batching import make_batch
 from mt.errors import MtError
@@ -129,3 +129,11 @@ def test_a_truncated_checkpoint_is_a_clear_error(trained_runs, tmp_path):
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
     with pytest.raises(MtError, match="not a readable checkpoint"):
         load_checkpoint(tmp_path / "cut.pt")
+
+
+def test_a_checkpoint_whose_tokenizer_does_not_match_its_vocabulary_hash_is_refused(trained_runs, tmp_path):
+    state = load_checkpoint(trained_runs[0] / "checkpoints" / "last.pt")
+    state["tokenizer"]["vocab_hash"] = "0" * 16  # as if the tokenizer had been swapped
+    save_checkpoint(state, tmp_path / "swapped.pt")
+    with pytest.raises(MtError, match="does not match its vocabulary hash"):
+        load_model(tmp_path / "swapped.pt", torch.device("cpu"))
