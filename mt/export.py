@@ -17,7 +17,7 @@ from mt.checkpoint import load_model
 from mt.config import DecodeConfig
 from mt.errors import MtError
 from mt.model import MultiHeadAttention, Transformer
-from mt.tokenizer import BOS, EOS, PAD, Tokenizer
+from mt.tokenizer import BOS, PAD, Tokenizer
 from mt.translate import Translation, batches_of_lines, encode_sources, output_limit
 
 META_FILE = "mt.json"
@@ -155,6 +155,6 @@ class CTranslate2Engine:
                 suppress_sequences=[[self.tokenizer.tgt.id_to_piece(PAD)], [self.tokenizer.tgt.id_to_piece(BOS)]])
             for i, limit, result in zip(chunk, limits, results):
                 ids = [[self.tokenizer.tgt.piece_to_id(p) for p in pieces][:limit] for pieces in result.hypotheses]
-                texts = self.tokenizer.decode_tgt([[t for t in seq if t != EOS] for seq in ids])
+                texts = self.tokenizer.decode_tgt(ids)  # CTranslate2 leaves EOS out
                 outputs[i] = [Translation(text, score) for text, score in zip(texts, result.scores)]
         return outputs

@@ -19,8 +19,7 @@ from mt.tokenizer import BOS, EOS, PAD
 @dataclass
 class Hypothesis:
     tokens: list[int]  # output ids, without BOS and EOS
-    score: float       # log-probability, divided by the length penalty
-    log_prob: float    # log-probability of the tokens (and of EOS, when the output ended with it)
+    score: float       # log-probability of the tokens (and of EOS, when there is one) / the length penalty
 
 
 class StepDecoder:
@@ -68,7 +67,7 @@ def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: b
         finished |= (next_token == EOS) | (step + 1 >= max_len)
         if finished.all():
             break
-    return [Hypothesis(tokens, lp, lp) for tokens, lp in zip(map(_strip, ys[:, 1:].tolist()), log_prob.tolist())]
+    return [Hypothesis(tokens, lp) for tokens, lp in zip(map(_strip, ys[:, 1:].tolist()), log_prob.tolist())]
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -133,7 +132,7 @@ def _extend(ranked, ys: Tensor, k: int, at_limit: bool, alpha: float,
         if token == EOS or at_limit:
             tokens = ys[row, 1:].tolist() + ([] if token == EOS else [token])
             length = ys.size(1)  # the tokens so far (BOS aside) and this one
-            finished.append(Hypothesis(tokens, score / length_penalty(length, alpha), score))
+            finished.append(Hypothesis(tokens, score / length_penalty(length, alpha)))
         else:
             kept.append((row, token, score))
     return kept

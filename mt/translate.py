@@ -50,7 +50,7 @@ ChunkTranslator = Callable[[list[str], int], list[list[Translation]]]  # (lines,
 def translate_stream(translate_chunk: ChunkTranslator, lines: Iterable[str], chunk_size: int
                      ) -> Iterator[list[Translation]]:
     """Translate `chunk_size` lines at a time and yield each line's translations as soon as its chunk is
-    done: any number of lines in flat memory. Lines are sorted by length within a chunk only."""
+    done, holding one chunk at a time. Lines are sorted by length within a chunk only."""
     lines = iter(lines)
     first_line = 1
     while chunk := list(itertools.islice(lines, chunk_size)):
