@@ -5,6 +5,7 @@ Shared by training (mt.data) and translation, which needs it without loading `da
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,8 +32,14 @@ class Batch:
         return int((self.tgt_label != PAD).sum())
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(*(t.to(device, non_blocking=True) for t in
-                       (self.src, self.tgt_input, self.tgt_label, self.src_mask, self.tgt_mask)))
+        return Batch(*(t.to(device, non_blocking=True) for t in self._tensors()))
+
+    def pin_memory(self) -> Batch:
+        """Page-locked copies, so that the copy to a GPU overlaps compute (DataLoader calls this)."""
+        return Batch(*(t.pin_memory() for t in self._tensors()))
+
+    def _tensors(self) -> list[Tensor]:
+        return [getattr(self, f.name) for f in dataclasses.fields(self)]
 
 
 def pad_ids(sequences: list[list[int]]) -> Tensor:

@@ -6,6 +6,7 @@ A checkpoint is self-contained: model weights, optimiser and schedule state, RNG
     runs/NAME/checkpoints/step-00001000.pt   the last `train.keep_last` of these
     runs/NAME/checkpoints/last.pt            hard link to the newest
     runs/NAME/checkpoints/best.pt            hard link to the best by dev BLEU
+    runs/NAME/checkpoints/average.pt         `mt average`: the mean of the last N step checkpoints
 """
 
 from __future__ import annotations
@@ -102,3 +103,25 @@ def default_checkpoint() -> Path:
     latest = max(candidates, key=lambda p: p.stat().st_mtime).parent
     best = latest / "best.pt"
     return best if best.exists() else latest / "last.pt"
+
+
+def average_checkpoints(run_dir: Path, last: int) -> dict:
+    """A checkpoint whose weights are the element-wise mean of the run's newest `last` step checkpoints
+    (the paper averages the last 5 or 20). Loaded one at a time, so memory holds two models, not N."""
+    paths = sorted(checkpoint_dir(run_dir).glob("step-*.pt"))[-last:]
+    if len(paths) < last:
+        raise MtError(f"{checkpoint_dir(run_dir)}: {len(paths)} step checkpoints, {last} asked for "
+                      f"(train.keep_last decides how many a run keeps)")
+    newest = load_checkpoint(paths[0])
+    model_config, vocab_hash = newest["config"]["model"], newest["tokenizer"]["vocab_hash"]
+    dtypes = {name: tensor.dtype for name, tensor in newest["model"].items()}
+    total = {name: tensor.double() for name, tensor in newest["model"].items()}  # N identical weights average exactly
+    for path in paths[1:]:
+        newest = load_checkpoint(path)
+        if newest["config"]["model"] != model_config or newest["tokenizer"]["vocab_hash"] != vocab_hash:
+            raise MtError(f"{path}: its model or vocabulary differs from {paths[0].name}'s; cannot average them")
+        for name, tensor in newest["model"].items():
+            total[name] += tensor.double()
+    weights = {name: (tensor / len(paths)).to(dtypes[name]) for name, tensor in total.items()}
+    return {"model": weights, "config": newest["config"], "tokenizer": newest["tokenizer"], "step": newest["step"],
+            "averaged": [path.name for path in paths]}

@@ -61,12 +61,26 @@ def train(config: ConfigOption, set_: SetOption = None, device: DeviceOption = N
 
 
 @app.command()
-def tokenizer(config: ConfigOption, set_: SetOption = None,
-              run_dir: Annotated[Optional[str], typer.Option("--run-dir")] = None):
-    """Train the SentencePiece tokenizer of a run on its own."""
-    from mt.train import train_tokenizer_only
+def prepare(config: ConfigOption, set_: SetOption = None,
+            run_dir: Annotated[Optional[str], typer.Option("--run-dir", help="Default: runs/<config name>.")] = None):
+    """Prepare a run's data without training: tokenizer (if missing) and the cached token ids."""
+    from mt.train import prepare_only
 
-    train_tokenizer_only(_load(config, set_, run_dir=run_dir))
+    prepare_only(_load(config, set_, run_dir=run_dir))
+
+
+@app.command()
+def average(run_dir: Annotated[Path, typer.Argument(help="A run directory (holding checkpoints/step-*.pt).")],
+            last: Annotated[int, typer.Option("--last", min=1, help="How many of the newest checkpoints.")] = 5,
+            output: Annotated[Optional[Path], typer.Option(
+                "--output", "-o", help="Default: RUN_DIR/checkpoints/average.pt")] = None):
+    """Average the weights of a run's last N checkpoints into one checkpoint for translate and evaluate."""
+    from mt.checkpoint import average_checkpoints, checkpoint_dir, save_checkpoint
+
+    state = average_checkpoints(run_dir, last)
+    output = output or checkpoint_dir(run_dir) / "average.pt"
+    save_checkpoint(state, output)
+    print(f"averaged {', '.join(state['averaged'])} → {output}")
 
 
 @app.command()

@@ -41,7 +41,7 @@ class TokenizerConfig:
     joint: bool = True  # one vocabulary for both languages; False trains one model per language
     character_coverage: float = 0.9995
     byte_fallback: bool = True  # unknown characters become UTF-8 byte pieces instead of <unk>
-    sample_size: int = 2_000_000  # sentences SentencePiece samples from the training corpus
+    sample_size: int = 300_000  # pairs drawn at random from the training corpus to learn the pieces from
 
 
 @dataclass
@@ -85,6 +85,7 @@ class TrainConfig:
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda
     max_steps: int = 100_000
+    max_minutes: float = 0.0  # also stop after this many minutes of training, validations included (0: no limit)
     max_tokens: int = 25_000  # a batch holds at most this many padded tokens (per side)
     warmup_steps: int = 4000
     lr_scale: float = 1.0  # multiplies the paper's rate d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
@@ -93,6 +94,12 @@ class TrainConfig:
     adam_eps: float = 1e-9
     label_smoothing: float = 0.1
     clip_grad_norm: float = 0.0  # 0: no clipping (the paper does not clip)
+    accum_steps: int = 1  # batches whose gradients are summed into one update (per process)
+    precision: str = "auto"  # auto (bf16 on CUDA where supported, else fp32) | fp32 | bf16 | fp16 (loss scaling)
+    compile: bool = False  # torch.compile the model (dynamic shapes, so batches of new lengths do not recompile)
+    num_workers: int = 0  # processes that build batches ahead of the model (0: the training process itself)
+    patience: int = 0  # stop after this many validations without a better dev BLEU (0: never stop early)
+    tensorboard: bool = True  # also write TensorBoard event files to RUN/tensorboard
     log_every: int = 100
     eval_every: int = 1000
     keep_last: int = 5  # step checkpoints kept besides last.pt and best.pt
@@ -202,6 +209,7 @@ def validate(config: Config) -> None:
         (d.max_len <= m.max_positions, "data.max_len", f"must not exceed model.max_positions ({m.max_positions})"),
         (t.device in ("auto", "cpu", "cuda"), "train.device", "must be auto, cpu or cuda"),
         (t.max_steps > 0, "train.max_steps", "must be positive"),
+        (t.max_minutes >= 0, "train.max_minutes", "must be 0 (no limit) or positive"),
         (t.max_tokens >= d.max_len + 2, "train.max_tokens", f"must hold one pair of data.max_len + 2 tokens"),
         (t.warmup_steps > 0, "train.warmup_steps", "must be positive"),
         (t.lr_scale > 0, "train.lr_scale", "must be positive"),
@@ -210,6 +218,10 @@ def validate(config: Config) -> None:
         (t.log_every > 0, "train.log_every", "must be positive"),
         (t.eval_every > 0, "train.eval_every", "must be positive"),
         (t.keep_last >= 0, "train.keep_last", "must be 0 or more"),
+        (t.accum_steps >= 1, "train.accum_steps", "must be at least 1"),
+        (t.precision in ("auto", "fp32", "bf16", "fp16"), "train.precision", "must be auto, fp32, bf16 or fp16"),
+        (t.num_workers >= 0, "train.num_workers", "must be 0 or more"),
+        (t.patience >= 0, "train.patience", "must be 0 (off) or more"),
         (config.decode.beam_size >= 1, "decode.beam_size", "must be at least 1"),
         (config.decode.alpha >= 0, "decode.alpha", "must be 0 or more"),
         (1 <= config.decode.nbest <= config.decode.beam_size, "decode.nbest",

@@ -114,8 +114,6 @@ def _train_bpe(texts: Iterable[str], config: TokenizerConfig) -> bytes:
             vocab_size=config.vocab_size,
             character_coverage=config.character_coverage,
             byte_fallback=config.byte_fallback,
-            input_sentence_size=config.sample_size,
-            shuffle_input_sentence=True,
             pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
             minloglevel=2,
         )

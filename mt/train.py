@@ -7,9 +7,10 @@ A run lives in one directory: config.yaml, the SentencePiece model, the token ca
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
 import math
+import os
 import resource
 import sys
 import time
@@ -20,18 +21,21 @@ import datasets
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from mt.checkpoint import (checkpoint_dir, link_atomic, load_checkpoint, prune_step_checkpoints,
                            save_checkpoint, tokenizer_state)
 from mt.config import Config, config_to_dict, save_config
-from mt.batching import make_batch, token_batches
-from mt.data import TrainBatches, encode_corpus, filter_pairs, read_corpus
+from mt.batching import Batch, make_batch, token_batches
+from mt.data import TrainBatches, encode_corpus, filter_pairs, lengths, read_corpus, tokenizer_sample
 from mt.device import resolve_device
+from mt.distributed import World, close_world, gather_objects, init_world, main_first, sum_across
 from mt.errors import MtError
 from mt.evaluate import score
 from mt.model import Transformer
 from mt.tokenizer import PAD, Tokenizer, train_tokenizer
+from mt.training_log import TrainingLog
 from mt.translate import translate_lines
 
 
@@ -43,12 +47,13 @@ def inverse_sqrt_lr(step: int, d_model: int, warmup_steps: int, scale: float = 1
 
 @dataclass
 class Position:
-    """Where training stands: updates done, and the next batch of the epoch's fixed batch order."""
+    """Where training stands: updates done, and the next one in the epoch's fixed batch order."""
 
     step: int = 0
     epoch: int = 0
-    batch_index: int = 0
+    batch_index: int = 0  # the next update of the epoch (each uses accum_steps × processes batches)
     best_bleu: float = -1.0
+    evals_without_gain: int = 0  # validations since dev BLEU last improved (for early stopping)
 
 
 @dataclass
@@ -63,11 +68,12 @@ def prepare_tokenizer(config: Config, run_dir: Path, train_pairs: datasets.Datas
     tokenizer = Tokenizer.load(run_dir)
     if tokenizer is None:
         start = time.perf_counter()
-        tokenizer = train_tokenizer(iter(train_pairs["src"]), iter(train_pairs["tgt"]), config.tokenizer)
+        src, tgt = tokenizer_sample(train_pairs, config.tokenizer.sample_size, config.train.seed)
+        tokenizer = train_tokenizer(src, tgt, config.tokenizer)
         tokenizer.save(run_dir)
         kind = "joint" if tokenizer.joint else "separate"
-        print(f"tokenizer: trained SentencePiece BPE, {tokenizer.src_vocab_size:,} pieces ({kind}) "
-              f"in {time.perf_counter() - start:.1f}s → {run_dir}")
+        print(f"tokenizer: trained SentencePiece BPE, {tokenizer.src_vocab_size:,} pieces ({kind}) on "
+              f"{len(src):,} pairs in {time.perf_counter() - start:.1f}s → {run_dir}")
     return tokenizer
 
 
@@ -79,91 +85,189 @@ def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> 
         dev_pairs = dev_pairs.select(range(min(data.dev_max_sentences, len(dev_pairs))))
     tokenizer = tokenizer or prepare_tokenizer(config, run_dir, train_pairs)
     cache = run_dir / "cache"
-    train_encoded, report = filter_pairs(encode_corpus(train_pairs, tokenizer, cache, "train"), data.max_len, "train")
+    train_encoded = encode_corpus(train_pairs, tokenizer, cache, "train")
+    train_rows, report = filter_pairs(train_encoded, data.max_len, "train")
     print(report)
-    dev_encoded, report = filter_pairs(encode_corpus(dev_pairs, tokenizer, cache, "dev"), data.max_len, "dev")
+    dev_encoded = encode_corpus(dev_pairs, tokenizer, cache, "dev")
+    dev_rows, report = filter_pairs(dev_encoded, data.max_len, "dev")
     print(report)
-    return PreparedData(tokenizer, TrainBatches(train_encoded, config.train.max_tokens, config.train.seed),
-                        dev_encoded)
+    return PreparedData(tokenizer, TrainBatches(train_encoded, train_rows, config.train.max_tokens, config.train.seed),
+                        dev_encoded.select(dev_rows))
+
+
+MAX_SKIPPED_IN_A_ROW = 25  # fp16 loss scaling may skip a few steps while it finds its scale; more is divergence
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """train.precision → the dtype that autocast computes in, or None for plain fp32."""
+    if precision == "auto":
+        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+class StepBatches(torch.utils.data.Dataset):
+    """Item i: this process's batches for update i, built in DataLoader workers when train.num_workers > 0.
+
+    Workers are forked, so they share the memory-mapped Arrow ids instead of copying the corpus.
+    """
+
+    def __init__(self, train: TrainBatches, steps: list[list[np.ndarray]]):
+        self.train, self.steps = train, steps
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __getitem__(self, i: int) -> list[Batch]:
+        return [self.train.batch(indices) for indices in self.steps[i]]
 
 
 class Trainer:
-    def __init__(self, config: Config, data: PreparedData, device: torch.device):
-        self.config, self.data, self.device = config, data, device
+    def __init__(self, config: Config, data: PreparedData, device: torch.device, world: World = World()):
+        self.config, self.data, self.device, self.world = config, data, device, world
         t = config.train
         tok = data.tokenizer
         self.model = Transformer(config.model, tok.src_vocab_size, tok.tgt_vocab_size, PAD).to(device)
+        self.network = self.model  # what a training step calls: the model, wrapped for DDP and/or compiled
+        if world.is_distributed:  # DDP copies rank 0's initial weights to every process
+            self.network = DistributedDataParallel(self.model, device_ids=[device] if device.type == "cuda" else None)
+        if t.compile:
+            self.network = torch.compile(self.network, dynamic=True)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=(t.adam_beta1, t.adam_beta2),
                                           eps=t.adam_eps)
         # LambdaLR counts from 0; update k (1-based) uses the paper's rate at step k.
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: inverse_sqrt_lr(
             s + 1, config.model.d_model, t.warmup_steps, t.lr_scale))
         self.criterion = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=t.label_smoothing, reduction="sum")
+        self.dtype = autocast_dtype(t.precision, device)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.dtype == torch.float16)
         self.position = Position()
+        self.skipped_in_a_row = 0
         self.run_dir = Path(t.run_dir)
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None)
 
     # ------------------------------------------------------------ one update
 
-    def train_step(self, batch) -> float:
-        """Forward, loss per target token, backward, clip, Adam, schedule. Returns the loss."""
+    def train_step(self, batches: list[Batch]) -> tuple[float, float] | None:
+        """One update from this process's `accum_steps` batches: forward, loss, backward, clip, Adam, schedule.
+
+        The loss is summed over the whole global batch (all accumulated batches, all processes) and divided by
+        its target tokens, so k accumulated batches give the same update as one k-times-larger batch.
+        Returns (loss per target token, global target tokens), or None when a non-finite gradient skipped it.
+        """
         self.model.train()
-        logits = self.model(batch.src, batch.tgt_input)                         # [B,T,V]
-        loss = self.criterion(logits.flatten(0, 1), batch.tgt_label.flatten()) / batch.num_tokens
+        # Dropout masks depend only on (seed, process, update), so a resumed run draws the same ones.
+        torch.manual_seed(int(np.random.SeedSequence(
+            [self.config.train.seed, self.world.rank, self.position.step]).generate_state(1)[0]))
+        local_tokens = sum(batch.num_tokens for batch in batches)
+        global_tokens = sum_across(self.world, local_tokens, self.device)
+        scale = self.world.size / global_tokens  # DDP averages gradients over processes; this makes it a sum
+        total = torch.zeros((), device=self.device)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        for i, batch in enumerate(batches):
+            last = i == len(batches) - 1
+            sync = contextlib.nullcontext() if last or not self.world.is_distributed else self.network.no_sync()
+            with sync:
+                with self.autocast():
+                    logits = self.network(batch.src, batch.tgt_input)                    # [B,T,V]
+                    loss = self.criterion(logits.flatten(0, 1), batch.tgt_label.flatten())
+                self.scaler.scale(loss * scale).backward()
+            total += loss.detach()
+        self.scaler.unscale_(self.optimizer)
+        parameters = [p for p in self.model.parameters() if p.grad is not None]
+        norm = nn.utils.get_total_norm([p.grad for p in parameters])  # the same on every process after DDP
+        if not torch.isfinite(norm):
+            self.scaler.update()  # fp16: a smaller loss scale next time
+            self._skip()
+            return None
+        self.skipped_in_a_row = 0
         if self.config.train.clip_grad_norm > 0:
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.config.train.clip_grad_norm)
-        self.optimizer.step()
+            nn.utils.clip_grads_with_norm_(parameters, self.config.train.clip_grad_norm, norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         self.scheduler.step()
-        return loss.item()
+        return total.item() / local_tokens, global_tokens
+
+    def _skip(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        self.skipped_in_a_row += 1
+        print(f"step {self.position.step + 1}: skipped, the gradient is not finite "
+              f"({self.skipped_in_a_row} in a row)", file=sys.stderr)
+        if self.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+            raise MtError(f"training diverged: {self.skipped_in_a_row} updates in a row had a non-finite gradient "
+                          f"at step {self.position.step}; lower train.lr_scale, set train.clip_grad_norm, "
+                          f"or use train.precision bf16 or fp32")
+
+    def step_batches(self, epoch: int) -> list[list[np.ndarray]]:
+        """The epoch's batches grouped by update: for each, this process's `accum_steps` batches.
+
+        Update s of the epoch uses the global batches s·k·W … s·k·W + k·W − 1 (k accumulated, W processes);
+        process r takes every W-th of them from r. An epoch's last few batches that fill no update are dropped.
+        """
+        k, size, rank = self.config.train.accum_steps, self.world.size, self.world.rank
+        batches = self.data.train.epoch(epoch)
+        per_update = k * size
+        if len(batches) < per_update:
+            raise MtError(f"train.accum_steps × processes = {per_update} batches per update, but an epoch has "
+                          f"only {len(batches)}: lower train.accum_steps or train.max_tokens")
+        return [[batches[s * per_update + j * size + rank] for j in range(k)]
+                for s in range(len(batches) // per_update)]
+
+    def loader(self, steps: list[list[np.ndarray]]) -> torch.utils.data.DataLoader:
+        workers = self.config.train.num_workers
+        return torch.utils.data.DataLoader(StepBatches(self.data.train, steps), batch_size=None, num_workers=workers,
+                                           prefetch_factor=4 if workers else None,
+                                           pin_memory=self.device.type == "cuda")
 
     # ------------------------------------------------------------ validation
 
     @torch.no_grad()
     def validate(self) -> dict:
-        """Dev loss and perplexity (teacher forced, no smoothing), and BLEU/chrF of greedy translations."""
+        """Dev loss and perplexity (teacher forced, no smoothing), and BLEU/chrF of greedy translations.
+
+        Each process takes every W-th dev pair; the parts are gathered, so every process gets the same scores.
+        """
         self.model.eval()
         dev = self.data.dev
-        total_loss, total_tokens = 0.0, 0
-        for indices in token_batches(np.asarray(dev["src_len"]), np.asarray(dev["tgt_len"]),
-                                     self.config.train.max_tokens):
-            rows = dev[indices.tolist()]
+        mine = list(range(self.world.rank, len(dev), self.world.size))
+        part = dev.select(mine)
+        loss_sum, tokens = 0.0, 0
+        for indices in token_batches(*lengths(part), self.config.train.max_tokens):
+            rows = part[indices.tolist()]
             batch = make_batch(rows["src_ids"], rows["tgt_ids"]).to(self.device)
-            logits = self.model(batch.src, batch.tgt_input)
-            total_loss += nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_label.flatten(),
-                                                      ignore_index=PAD, reduction="sum").item()
-            total_tokens += batch.num_tokens
-        loss = total_loss / total_tokens
+            with self.autocast():
+                logits = self.model(batch.src, batch.tgt_input)
+            loss_sum += nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_label.flatten(),
+                                                    ignore_index=PAD, reduction="sum").item()
+            tokens += batch.num_tokens
         greedy = dataclasses.replace(self.config.decode, beam_size=1, nbest=1)  # fast, and comparable across runs
-        hypotheses = translate_lines(self.model, self.data.tokenizer, dev["src"], greedy, self.device)
-        scores = score(hypotheses, [dev["tgt"]], self.config.data.tgt_lang)
+        hypotheses = translate_lines(self.model, self.data.tokenizer, part["src"], greedy, self.device)
+        parts = gather_objects(self.world, (loss_sum, tokens, mine, hypotheses))
+        loss = sum(p[0] for p in parts) / sum(p[1] for p in parts)
+        in_order = [hyp for _, hyp in sorted((i, hyp) for p in parts for i, hyp in zip(p[2], p[3]))]
+        scores = score(in_order, [dev["tgt"]], self.config.data.tgt_lang)
         return {"dev_loss": loss, "dev_ppl": math.exp(min(loss, 50.0)), "dev_bleu": scores.bleu,
-                "dev_chrf": scores.chrf, "sample": hypotheses[0] if hypotheses else ""}
+                "dev_chrf": scores.chrf, "sample": in_order[0] if in_order else ""}
 
     # ------------------------------------------------------------ checkpoints
 
     def state(self) -> dict:
-        rng = {"torch": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
         p = self.position
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(), "rng": rng,
-                "step": p.step, "epoch": p.epoch, "batch_index": p.batch_index, "best_bleu": p.best_bleu,
+                "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+                **dataclasses.asdict(p), "world_size": self.world.size,
                 "config": config_to_dict(self.config), "tokenizer": tokenizer_state(self.data.tokenizer)}
 
     def save(self, dev: dict | None) -> Path:
-        """step-N.pt, then last.pt (and best.pt when dev BLEU improved) as hard links to it."""
+        """step-N.pt, then last.pt (and best.pt when dev BLEU improved) as hard links to it. Main process only."""
         directory = checkpoint_dir(self.run_dir)
         path = directory / f"step-{self.position.step:08d}.pt"
-        improved = dev is not None and dev["dev_bleu"] > self.position.best_bleu
-        if improved:
-            self.position.best_bleu = dev["dev_bleu"]
         state = self.state()
         state["dev"] = {k: v for k, v in (dev or {}).items() if k != "sample"}
         save_checkpoint(state, path)
         link_atomic(path, directory / "last.pt")
-        if improved:
+        if dev is not None and self.position.evals_without_gain == 0:
             link_atomic(path, directory / "best.pt")
         prune_step_checkpoints(self.run_dir, self.config.train.keep_last)
         return path
@@ -174,60 +278,87 @@ class Trainer:
         except RuntimeError as e:
             raise MtError(f"--resume: the checkpoint's weights do not fit this config's model "
                           f"({str(e).strip().splitlines()[-1].strip()})")
+        if state.get("world_size", 1) != self.world.size:
+            raise MtError(f"--resume: the run was trained by {state.get('world_size', 1)} processes; resume it with "
+                          f"as many (this is {self.world.size}), or the data order would change")
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["rng"]["torch"])
-        if "cuda" in state["rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-        self.position = Position(state["step"], state["epoch"], state["batch_index"], state["best_bleu"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.position = Position(**{f.name: state[f.name] for f in dataclasses.fields(Position)})
 
     # ------------------------------------------------------------ the loop
 
     def fit(self) -> None:
-        t, p = self.config.train, self.position
-        log = (self.run_dir / "log.jsonl").open("a", encoding="utf-8")
-        bar = tqdm(total=t.max_steps, initial=p.step, desc="train", unit="step", dynamic_ncols=True,
+        t, p, main = self.config.train, self.position, self.world.is_main
+        log = TrainingLog(self.run_dir, t.tensorboard) if main else None
+        bar = tqdm(total=t.max_steps, initial=p.step, desc="train", unit="step", dynamic_ncols=True, disable=not main,
                    mininterval=0.5 if sys.stderr.isatty() else 30)  # a log file gets a line every 30 s
-        tokens, started, smoothed = 0, time.perf_counter(), None
+        tokens, started, smoothed, stop = 0, time.perf_counter(), None, False
         try:
-            while p.step < t.max_steps:
-                batches = self.data.train.epoch(p.epoch)
-                while p.batch_index < len(batches) and p.step < t.max_steps:
-                    batch = self.data.train.batch(batches[p.batch_index]).to(self.device)
-                    loss = self.train_step(batch)
-                    p.step, p.batch_index = p.step + 1, p.batch_index + 1
-                    tokens += batch.num_tokens
+            while p.step < t.max_steps and not stop:
+                steps = self.step_batches(p.epoch)
+                for batches in self.loader(steps[p.batch_index:]):
+                    result = self.train_step([batch.to(self.device) for batch in batches])
+                    p.batch_index += 1
+                    if result is None:
+                        continue
+                    loss, step_tokens = result
+                    p.step += 1
+                    tokens += step_tokens
                     smoothed = loss if smoothed is None else 0.98 * smoothed + 0.02 * loss
                     bar.update(1)
-                    if p.step % t.log_every == 0:
+                    if p.step % t.log_every == 0 and main:
                         tok_s = tokens / (time.perf_counter() - started)
                         lr = self.scheduler.get_last_lr()[0]
                         bar.set_postfix(loss=f"{smoothed:.3f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:,.0f}")
-                        log.write(json.dumps({"step": p.step, "loss": smoothed, "lr": lr, "tok_s": tok_s}) + "\n")
-                        log.flush()  # readable while training runs
-                    if p.step % t.eval_every == 0 or p.step == t.max_steps:
-                        self._evaluate_and_save(bar, log)
-                if p.batch_index >= len(batches):
+                        log.write(p.step, {"loss": smoothed, "lr": lr, "tok_s": tok_s})
+                    time_up = self._time_up(started)
+                    if p.step % t.eval_every == 0 or p.step == t.max_steps or time_up:
+                        stop = self._evaluate_and_save(bar, log) or time_up
+                    if p.step >= t.max_steps or stop:
+                        break
+                if p.batch_index >= len(steps):
                     p.epoch, p.batch_index = p.epoch + 1, 0
         except KeyboardInterrupt:
             bar.close()
-            path = self.save(None)
-            raise MtError(f"interrupted at step {p.step}: saved {path}; continue with --resume", exit_code=130)
+            if main:
+                path = self.save(None)
+                raise MtError(f"interrupted at step {p.step}: saved {path}; continue with --resume", exit_code=130)
+            raise MtError("interrupted", exit_code=130)
         finally:
             bar.close()
-            log.close()
+            if log is not None:
+                log.close()
         elapsed = time.perf_counter() - started
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"done: {p.step} steps, {tokens / max(elapsed, 1e-9):,.0f} target tokens/s, peak memory "
               f"{peak_mb:,.0f} MB, best dev BLEU {p.best_bleu:.2f}; checkpoints in {checkpoint_dir(self.run_dir)}")
 
-    def _evaluate_and_save(self, bar: tqdm, log) -> None:
+    def _time_up(self, started: float) -> bool:
+        """train.max_minutes has passed (on any process's clock: all processes stop at the same update)."""
+        limit = self.config.train.max_minutes
+        if not limit:
+            return False
+        return sum_across(self.world, float(time.perf_counter() - started > 60 * limit), self.device) > 0
+
+    def _evaluate_and_save(self, bar: tqdm, log: TrainingLog | None) -> bool:
+        """Validate, checkpoint, log. Returns True when early stopping ends training."""
         dev = self.validate()
+        p, patience = self.position, self.config.train.patience
+        if dev["dev_bleu"] > p.best_bleu:
+            p.best_bleu, p.evals_without_gain = dev["dev_bleu"], 0
+        else:
+            p.evals_without_gain += 1
+        stop = patience > 0 and p.evals_without_gain >= patience
+        if not self.world.is_main:
+            return stop
         path = self.save(dev)
-        bar.write(f"step {self.position.step}: dev loss {dev['dev_loss']:.3f} ppl {dev['dev_ppl']:.1f} "
+        bar.write(f"step {p.step}: dev loss {dev['dev_loss']:.3f} ppl {dev['dev_ppl']:.1f} "
                   f"BLEU {dev['dev_bleu']:.2f} chrF {dev['dev_chrf']:.2f} | {dev['sample'][:60]!r} → {path.name}")
-        log.write(json.dumps({"step": self.position.step, **dev}, ensure_ascii=False) + "\n")
-        log.flush()
+        log.write(p.step, dev)
+        if stop:
+            bar.write(f"early stop: no better dev BLEU in {patience} validations (best {p.best_bleu:.2f})")
+        return stop
 
 
 def train(config: Config, resume: bool = False) -> Path:
@@ -239,33 +370,43 @@ def train(config: Config, resume: bool = False) -> Path:
                       f"or choose another directory with --run-dir")
     if resume and not last.exists():
         raise MtError(f"--resume: no checkpoint at {last}")
-    device = resolve_device(config.train.device)
-    checkpoint_dir(run_dir).mkdir(parents=True, exist_ok=True)
-    for partial in checkpoint_dir(run_dir).glob(".*.tmp"):  # left by a crash in the middle of a write
-        partial.unlink()
-    torch.manual_seed(config.train.seed)
-    state = load_checkpoint(last) if resume else None
-    tokenizer = Tokenizer(state["tokenizer"]["src"], state["tokenizer"]["tgt"]) if state else None
-    data = prepare_data(config, run_dir, tokenizer)
-    save_config(config, run_dir / "config.yaml")
-    trainer = Trainer(config, data, device)
-    if state is not None:
-        trainer.restore(state)
-        print(f"resumed from {last} at step {trainer.position.step}")
-    params = sum(p.numel() for p in trainer.model.parameters())
-    print(f"model: {params:,} parameters, {config.model.norm}-LN, on {device}; "
-          f"{data.train.padding_ratio():.1%} of batch positions are padding")
-    trainer.fit()
+    world, device = init_world(resolve_device(config.train.device))
+    try:
+        if not world.is_main:
+            sys.stdout = open(os.devnull, "w")  # only the main process speaks
+        torch.manual_seed(config.train.seed)  # the initial weights (DDP then copies rank 0's to all)
+        with main_first(world):  # the main process trains the tokenizer and fills the token cache; others reuse them
+            if world.is_main:
+                checkpoint_dir(run_dir).mkdir(parents=True, exist_ok=True)
+                for partial in checkpoint_dir(run_dir).glob(".*.tmp"):  # left by a crash in the middle of a write
+                    partial.unlink()
+            state = load_checkpoint(last) if resume else None
+            tokenizer = Tokenizer(state["tokenizer"]["src"], state["tokenizer"]["tgt"]) if state else None
+            data = prepare_data(config, run_dir, tokenizer)
+        if world.is_main:
+            save_config(config, run_dir / "config.yaml")
+        trainer = Trainer(config, data, device, world)
+        if state is not None:
+            trainer.restore(state)
+            print(f"resumed from {last} at step {trainer.position.step}")
+        params = sum(p.numel() for p in trainer.model.parameters())
+        processes = f" × {world.size} processes" if world.is_distributed else ""
+        print(f"model: {params:,} parameters, {config.model.norm}-LN, on {device}{processes}, "
+              f"{str(trainer.dtype or torch.float32).removeprefix('torch.')}; "
+              f"{data.train.padding_ratio():.1%} of batch positions are padding")
+        trainer.fit()
+    finally:
+        close_world(world)
     return run_dir
 
 
-def train_tokenizer_only(config: Config) -> Path:
-    """`mt tokenizer`: train and save the run's tokenizer without training a model."""
+def prepare_only(config: Config) -> PreparedData:
+    """`mt prepare`: the run's tokenizer (trained if missing) and its token cache, without training a model."""
     run_dir = Path(config.train.run_dir)
-    if (checkpoint_dir(run_dir) / "last.pt").exists():
-        raise MtError(f"{run_dir} already holds a trained run; its tokenizer cannot change")
     run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in Tokenizer.files(run_dir):
-        stale.unlink()
-    prepare_tokenizer(config, run_dir, read_corpus(config.data.train, config.data, "train"))
-    return run_dir
+    start = time.perf_counter()
+    data = prepare_data(config, run_dir, None)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"prepared in {time.perf_counter() - start:.1f}s, peak memory {peak_mb:,.0f} MB: {len(data.train.src_len):,} "
+          f"training pairs, {data.train.padding_ratio():.1%} of batch positions padding → {run_dir}")
+    return data

@@ -98,11 +98,18 @@ def test_any_unicode_on_stdin_translates_and_long_lines_are_cut_with_a_warning(w
     assert bad.returncode == 2 and b"stdin:2: invalid UTF-8" in bad.stderr
 
 
-def test_tokenizer_command_trains_one_on_its_own(corpus_dir, tmp_path):
+def test_prepare_trains_the_tokenizer_and_fills_the_token_cache_that_training_reuses(corpus_dir, tmp_path):
     (tmp_path / "tiny.yaml").write_text(tiny_yaml(corpus_dir, Path("runs/tok")), encoding="utf-8")
-    result = mt("tokenizer", "-c", "tiny.yaml", cwd=tmp_path)
+    result = mt("prepare", "-c", "tiny.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "runs" / "tok" / "spm.model").is_file() and "600 pieces (joint)" in result.stdout
+    cache = sorted((tmp_path / "runs" / "tok" / "cache").glob("*.arrow"))
+    assert [p.name.split("-")[0] for p in cache] == ["dev", "train"]
+    stamps = [p.stat().st_mtime_ns for p in cache]
+    again = mt("train", "-c", "tiny.yaml", "--set", "train.max_steps=1", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "tokenizer: trained" not in again.stdout
+    assert [p.stat().st_mtime_ns for p in sorted((tmp_path / "runs" / "tok" / "cache").glob("*.arrow"))] == stamps
 
 
 def test_bad_input_gives_one_clear_line(workdir, tmp_path):

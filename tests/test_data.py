@@ -1,5 +1,6 @@
 """Reading corpora (files, TSV, JSONL, hub layout), tokenising with a cache, filtering, batching."""
 
+import gzip
 import json
 
 import datasets
@@ -7,15 +8,16 @@ import pytest
 
 from conftest import write_lines
 from mt.config import CorpusConfig, DataConfig
-from mt.data import TrainBatches, encode_corpus, filter_pairs, read_corpus
+from mt.data import TrainBatches, encode_corpus, filter_pairs, read_corpus, tokenizer_sample
 from mt.errors import MtError
 from mt.tokenizer import BOS, EOS
 
 
 def test_length_bucketing_keeps_padding_low(corpus_dir, tokenizer, tmp_path):
     data = DataConfig(train=CorpusConfig(path=str(corpus_dir / "train")))
-    encoded, _ = filter_pairs(encode_corpus(read_corpus(data.train, data, "train"), tokenizer, tmp_path, "t"), 64, "t")
-    assert TrainBatches(encoded, max_tokens=200, seed=1).padding_ratio() < 0.35
+    encoded = encode_corpus(read_corpus(data.train, data, "train"), tokenizer, tmp_path, "t")
+    rows, _ = filter_pairs(encoded, 64, "t")
+    assert TrainBatches(encoded, rows, max_tokens=200, seed=1).padding_ratio() < 0.35
 
 
 def test_aligned_files_are_read_as_pairs(corpus_dir):
@@ -37,6 +39,34 @@ def test_invalid_utf8_names_the_line(tmp_path):
     write_lines(tmp_path / "c.en", ["one", "two", "three"])
     with pytest.raises(MtError, match=r"c\.zh:3: invalid UTF-8"):
         read_corpus(CorpusConfig(path=str(tmp_path / "c")), DataConfig(), "train")
+
+
+def test_gzipped_aligned_files_read_like_plain_ones_empty_lines_and_carriage_returns_included(tmp_path):
+    lines_zh, lines_en = ["一", "", "三\r"], ["", "two", "three"]
+    with gzip.open(tmp_path / "c.zh.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(lines_zh) + "\n")
+    with gzip.open(tmp_path / "c.en.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(lines_en))  # no final newline
+    pairs = read_corpus(CorpusConfig(path=str(tmp_path / "c")), DataConfig(), "train")
+    assert list(pairs["src"]) == ["一", "", "三"] and list(pairs["tgt"]) == ["", "two", "three"]
+
+
+def test_invalid_utf8_in_a_gzipped_file_names_the_line(tmp_path):
+    with gzip.open(tmp_path / "c.zh.gz", "wb") as f:
+        f.write("一\n二\n".encode() + b"\xff bad\n")
+    with gzip.open(tmp_path / "c.en.gz", "wb") as f:
+        f.write(b"one\ntwo\nthree\n")
+    with pytest.raises(MtError, match=r"c\.zh\.gz:3: invalid UTF-8"):
+        read_corpus(CorpusConfig(path=str(tmp_path / "c")), DataConfig(), "train")
+
+
+def test_the_tokenizer_learns_from_a_random_sample_of_a_big_corpus(corpus_dir):
+    pairs = read_corpus(CorpusConfig(path=str(corpus_dir / "train")), DataConfig(), "train")
+    src, tgt = tokenizer_sample(pairs, 50, seed=1)
+    assert len(src) == len(tgt) == 50 and len(set(src)) > 45
+    assert set(zip(src, tgt)) <= set(zip(pairs["src"], pairs["tgt"]))  # whole pairs
+    assert src != list(pairs["src"][:50])
+    assert tokenizer_sample(pairs, 10_000, seed=1) == (list(pairs["src"]), list(pairs["tgt"]))
 
 
 def test_missing_file_is_named(tmp_path):
@@ -86,8 +116,9 @@ def test_hub_dataset_with_nested_translation_fields(tmp_path):
 def test_filtering_counts_empty_and_long_pairs(tokenizer, tmp_path):
     pairs = datasets.Dataset.from_dict({"src": ["你好", "", "谢谢 " * 40, "再见"],
                                         "tgt": ["Hello", "Empty source", "Thanks", "   "]})
-    kept, report = filter_pairs(encode_corpus(pairs, tokenizer, tmp_path, "f"), max_len=20, name="train")
-    assert kept["src"] == ["你好"]
+    encoded = encode_corpus(pairs, tokenizer, tmp_path, "f")
+    rows, report = filter_pairs(encoded, max_len=20, name="train")
+    assert encoded.select(rows)["src"] == ["你好"]
     assert report == "train: 4 pairs, kept 1 (dropped 2 with an empty side, 1 longer than 20 tokens)"
     with pytest.raises(MtError, match="no pairs left"):
         filter_pairs(encode_corpus(pairs.select([1]), tokenizer, tmp_path, "g"), max_len=20, name="train")
