@@ -94,7 +94,14 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
                                                  "each line as: LINE ||| TRANSLATION ||| SCORE")] = 1,
               engine: Annotated[str, typer.Option("--engine", help="mt, or ctranslate2 to use a model made by "
                                                   "`mt export --ctranslate2 DIR` (--checkpoint DIR; default: "
-                                                  "the latest run's ctranslate2/).")] = "mt"):
+                                                  "the latest run's ctranslate2/).")] = "mt",
+              attention: Annotated[Optional[Path], typer.Option(
+                  "--attention", help="Draw the cross-attention of the translation of one sentence into this PNG: "
+                  "a panel per decoder layer, heads averaged.")] = None,
+              layer: Annotated[Optional[int], typer.Option("--layer", help="With --attention: this layer only.")]
+              = None,
+              head: Annotated[Optional[int], typer.Option("--head", help="With --attention: this head only "
+                                                          "(of --layer, default the last).")] = None):
     """Translate sentences given as arguments, in --input FILE, or on stdin (one per line).
 
     Input is read and translated in chunks, and each chunk's lines are written as soon as they are done.
@@ -105,6 +112,9 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
 
     if text and input:
         raise MtError("give sentences as arguments or --input FILE, not both")
+    if attention is not None:
+        if len(text or []) != 1 or engine != "mt" or nbest != 1:
+            raise MtError("--attention draws one translation: give one sentence as an argument (engine mt, nbest 1)")
     lines, chunk = _input_lines(text, input)
     overrides = {"beam_size": beam, "alpha": alpha, "nbest": nbest, "max_len_a": max_len_a, "max_len_b": max_len_b}
     results = translate_stream(_translator(engine, checkpoint, device, overrides), lines, chunk)
@@ -117,6 +127,72 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
             else:
                 for t in hyps:
                     write(f"{i} ||| {t.text} ||| {t.score:.4f}")
+    if attention is not None:
+        _draw_attention(checkpoint, device, text[0], hyps[0].text, attention, layer, head)
+
+
+def _draw_attention(checkpoint, device, source: str, translation: str, output: Path, layer, head) -> None:
+    """The cross-attention of `translation` (its pieces re-encoded from the text) given `source`."""
+    from mt.batching import pad_ids
+    from mt.checkpoint import default_checkpoint, load_model
+    from mt.device import resolve_device
+    from mt.plots import Pieces, plot_attention
+    from mt.tokenizer import BOS
+
+    torch_device = resolve_device(device)
+    model, tok, _, _ = load_model(checkpoint or default_checkpoint(), torch_device)
+    src_ids = tok.encode_src([source])[0]                                 # pieces … EOS
+    tgt_ids = tok.encode_tgt([translation])[0][1:]                        # pieces … EOS (BOS dropped)
+    src, tgt_input = pad_ids([src_ids]), pad_ids([[BOS] + tgt_ids[:-1]])  # the decoder reads BOS pieces …
+    weights = model.cross_attention(src.to(torch_device), tgt_input.to(torch_device))[0].cpu()  # [L, H, T, S]
+    if head is not None and layer is None:
+        layer = weights.size(0)
+    src_pieces = Pieces([tok.src.id_to_piece(i) for i in src_ids], src_ids)
+    tgt_pieces = Pieces([tok.tgt.id_to_piece(i) for i in tgt_ids], tgt_ids)
+    plot_attention(weights, src_pieces, tgt_pieces, output, layer, head)
+    print(f"attention map → {output}", file=sys.stderr)
+
+
+@app.command()
+def plot(run_dir: Annotated[Path, typer.Argument(help="A run directory (with its log.jsonl).")],
+         output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Default: RUN_DIR/training.png")]
+         = None):
+    """Draw a run's training curves: loss (training and dev), learning rate, dev BLEU/chrF and tokens/s."""
+    from mt.plots import plot_training
+
+    output = output or run_dir / "training.png"
+    plot_training(run_dir, output)
+    print(f"training curves → {output}")
+
+
+@app.command()
+def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")]):
+    """Describe a checkpoint: step, parameters, vocabularies, dev scores with their sacreBLEU signature, config."""
+    import textwrap
+
+    import torch
+    import yaml
+
+    from mt.checkpoint import load_model
+
+    model, tok, _, state = load_model(checkpoint, torch.device("cpu"))
+    dev = state.get("dev") or {}
+    vocab = (f"{tok.src_vocab_size:,} pieces, joint" if tok.joint
+             else f"{tok.src_vocab_size:,} source and {tok.tgt_vocab_size:,} target pieces")
+    averaged = f" (average of {', '.join(state['averaged'])})" if "averaged" in state else ""
+    print(f"checkpoint: {checkpoint}{averaged}")
+    print(f"step: {state.get('step', 0):,}")
+    print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
+    print(f"vocabulary: {vocab} (hash {state['tokenizer']['vocab_hash']})")
+    if "dev_bleu" in dev:
+        print(f"dev: BLEU {dev['dev_bleu']:.2f}, chrF {dev['dev_chrf']:.2f}, loss {dev['dev_loss']:.3f}, "
+              f"perplexity {dev['dev_ppl']:.1f} (greedy search)")
+        print(f"  BLEU signature: {dev.get('bleu_signature', 'not recorded by this checkpoint')}")
+        print(f"  chrF signature: {dev.get('chrf_signature', 'not recorded by this checkpoint')}")
+    else:
+        print("dev: not validated at this checkpoint")
+    print("config:\n" + textwrap.indent(yaml.safe_dump(state["config"], sort_keys=False, allow_unicode=True), "  "),
+          end="")
 
 
 def _input_lines(text: list[str] | None, input: Path | None):

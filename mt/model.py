@@ -329,6 +329,15 @@ class Transformer(nn.Module):
         x = self.positions(self.tgt_embed(tgt_input), offset)
         return self.decoder(x, memory, src_mask, tgt_mask, need_weights, cache)
 
+    @torch.no_grad()
+    def cross_attention(self, src: Tensor, tgt_input: Tensor) -> Tensor:
+        """What each target position attended to, given a translation (teacher forced):
+        src [B,S], tgt_input [B,T] → weights [B, layers, heads, T, S]; PAD columns get 0."""
+        src_mask = make_pad_mask(src, self.pad_idx)
+        memory = self.encode(src, src_mask)
+        _, weights = self.decode(tgt_input, memory, src_mask, make_tgt_mask(tgt_input, self.pad_idx), need_weights=True)
+        return torch.stack(weights, dim=1)
+
     def forward(self, src: Tensor, tgt_input: Tensor) -> Tensor:
         """Teacher forcing: src [B,S], tgt_input [B,T] → logits [B,T,V]."""
         src_mask = make_pad_mask(src, self.pad_idx)

@@ -248,7 +248,8 @@ class Trainer:
         in_order = [hyp for _, hyp in sorted((i, hyp) for p in parts for i, hyp in zip(p[2], p[3]))]
         scores = score(in_order, [dev["tgt"]], self.config.data.tgt_lang)
         return {"dev_loss": loss, "dev_ppl": math.exp(min(loss, 50.0)), "dev_bleu": scores.bleu,
-                "dev_chrf": scores.chrf, "sample": in_order[0] if in_order else ""}
+                "dev_chrf": scores.chrf, "bleu_signature": scores.bleu_signature,
+                "chrf_signature": scores.chrf_signature, "sample": in_order[0] if in_order else ""}
 
     # ------------------------------------------------------------ checkpoints
 

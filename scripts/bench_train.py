@@ -122,7 +122,7 @@ def run(trainer: Trainer, updates, warmup: int) -> dict:
     peak = peak_flops(device, trainer.dtype or torch.float32)
     memory = (torch.cuda.max_memory_allocated() if device.type == "cuda"
               else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2 ** 20
-    return {"tgt_tok_per_s": tgt_tokens / elapsed, "src_tok_per_s": src_tokens / elapsed,
+    return {"tgt_tok_per_s": tgt_tokens / elapsed, "sec_per_step": elapsed / (i + 1 - warmup), "src_tok_per_s": src_tokens / elapsed,
             "model_tflops": flops / elapsed / 1e12, "peak_tflops": peak / 1e12, "mfu": flops / elapsed / peak,
             "peak_memory_mb": memory}
 
@@ -150,7 +150,9 @@ def main() -> None:
     if c is not None:
         c.record(peer="mt", kind="train", method="in-process perf_counter around Trainer.train_step "
                  "(fwd+bwd+Adam, pre-built batches)", steps=args.steps, tgt_tok_per_s=round(result["tgt_tok_per_s"], 1),
-                 src_tok_per_s=round(result["src_tok_per_s"], 1), peak_rss_mb=round(result["peak_memory_mb"], 1))
+                 src_tok_per_s=round(result["src_tok_per_s"], 1), sec_per_step=round(result["sec_per_step"], 3),
+                 model_gflops_per_s=round(1000 * result["model_tflops"], 2),
+                 peak_rss_mb=round(result["peak_memory_mb"], 1))
 
 
 if __name__ == "__main__":
