@@ -72,7 +72,7 @@ def load_model(path: Path, device: torch.device) -> tuple[Transformer, Tokenizer
     state = load_checkpoint(path)
     config = config_from_dict(state["config"], source=str(path))
     saved = state["tokenizer"]
-    tokenizer = Tokenizer(saved["src"], saved["tgt"])
+    tokenizer = Tokenizer(saved["src"], saved["tgt"], config.data.scripts())
     if tokenizer.vocab_hash != saved["vocab_hash"]:
         raise MtError(f"{path}: the tokenizer inside does not match its vocabulary hash")
     model = Transformer(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, PAD)

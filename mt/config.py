@@ -18,6 +18,9 @@ from mt.atomic import atomic_write_bytes
 from mt.errors import MtError
 
 
+SCRIPTS = ("simplified", "traditional", "keep")
+
+
 @dataclass
 class ModelConfig:
     """The Transformer's shape. Defaults are the paper's base model."""
@@ -29,6 +32,7 @@ class ModelConfig:
     num_decoder_layers: int = 6
     dropout: float = 0.1
     norm: str = "post"  # "post": Add&Norm as in the paper; "pre": LayerNorm before each sub-layer
+    positions: str = "sinusoidal"  # or "learned": a trained vector per position (the paper's Table 3, row E)
     tie_embeddings: bool = True  # share source/target embeddings and the generator (joint vocabulary only)
     max_positions: int = 1024  # rows of the sinusoidal position table
 
@@ -74,7 +78,13 @@ class DataConfig:
     dev: CorpusConfig = field(default_factory=lambda: CorpusConfig(split="validation"))
     test: CorpusConfig = field(default_factory=lambda: CorpusConfig(split="test"))
     max_len: int = 128  # pairs with more tokens on either side are dropped from training (and counted)
+    chinese_script: str = "simplified"  # a zh side is converted to it (OpenCC) before tokenising: or traditional, keep
     dev_max_sentences: int = 0  # validate on the first N dev pairs (0: all)
+
+    def scripts(self) -> tuple[str, str]:
+        """The script that each side's text is converted to before tokenising; "keep" unless it is Chinese."""
+        return tuple(self.chinese_script if lang.split("-")[0] == "zh" else "keep"
+                     for lang in (self.src_lang, self.tgt_lang))
 
 
 @dataclass
@@ -202,10 +212,12 @@ def validate(config: Config) -> None:
         (m.num_decoder_layers > 0, "model.num_decoder_layers", "must be positive"),
         (0.0 <= m.dropout < 1.0, "model.dropout", "must be in [0, 1)"),
         (m.norm in ("post", "pre"), "model.norm", "must be 'post' or 'pre'"),
+        (m.positions in ("sinusoidal", "learned"), "model.positions", "must be 'sinusoidal' or 'learned'"),
         (m.max_positions > 0, "model.max_positions", "must be positive"),
         (k.vocab_size >= 16, "tokenizer.vocab_size", "must be at least 16"),
         (0.0 < k.character_coverage <= 1.0, "tokenizer.character_coverage", "must be in (0, 1]"),
         (d.max_len > 0, "data.max_len", "must be positive"),
+        (d.chinese_script in SCRIPTS, "data.chinese_script", f"must be one of {', '.join(SCRIPTS)}"),
         (d.max_len <= m.max_positions, "data.max_len", f"must not exceed model.max_positions ({m.max_positions})"),
         (t.device in ("auto", "cpu", "cuda"), "train.device", "must be auto, cpu or cuda"),
         (t.max_steps > 0, "train.max_steps", "must be positive"),

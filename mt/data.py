@@ -122,10 +122,10 @@ def tokenizer_sample(pairs: datasets.Dataset, size: int, seed: int) -> tuple[lis
 def encode_corpus(pairs: datasets.Dataset, tokenizer: Tokenizer, cache_dir: Path, name: str) -> datasets.Dataset:
     """Add `src_ids`, `tgt_ids` and their lengths via `datasets.map`, cached in the run directory.
 
-    The cache file name hashes the texts' fingerprint and the vocabulary, so a changed corpus or tokenizer
-    never reuses stale ids.
+    The cache file name hashes the texts' fingerprint, the vocabulary and the script conversion, so a changed
+    corpus or tokenizer never reuses stale ids.
     """
-    key = hashlib.sha256(f"{pairs._fingerprint}-{tokenizer.vocab_hash}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{pairs._fingerprint}-{tokenizer.vocab_hash}-{tokenizer.scripts}".encode()).hexdigest()[:16]
     cache_dir.mkdir(parents=True, exist_ok=True)
 
     def encode(batch: dict) -> dict:

@@ -48,7 +48,8 @@ def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | N
             raise MtError(f"--quantization {quantization}: {e}")
         spec.save(str(staging))
         tokenizer.save(staging)
-        meta = {"decode": vars(config.decode), "max_positions": config.model.max_positions}
+        meta = {"decode": vars(config.decode), "max_positions": config.model.max_positions,
+                "scripts": tokenizer.scripts}
         (staging / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         old = output_dir.with_name(f".{output_dir.name}.old")
         if output_dir.exists():
@@ -70,7 +71,7 @@ def model_spec(model: Transformer, src_vocabulary: list[str], tgt_vocabulary: li
         (config.num_encoder_layers, config.num_decoder_layers), config.num_heads,
         pre_norm=config.norm == "pre")
     spec.config.layer_norm_epsilon = model.encoder.layers[0].add_norm_attn.norm.eps
-    table = model.positions.table.numpy()  # our sinusoid layout, not CTranslate2's own
+    table = model.positions.table.detach().numpy()  # our sinusoid layout, not CTranslate2's own
 
     def linear(target, source: torch.nn.Linear) -> None:
         target.weight = source.weight.detach().numpy()
@@ -135,7 +136,7 @@ class CTranslate2Engine:
         meta = json.loads((model_dir / META_FILE).read_text(encoding="utf-8"))
         self.decode = DecodeConfig(**meta["decode"])
         self.max_positions = meta["max_positions"]
-        self.tokenizer = Tokenizer.load(model_dir)
+        self.tokenizer = Tokenizer.load(model_dir, tuple(meta["scripts"]))
         self.translator = ctranslate2.Translator(str(model_dir), device=device.type)
 
     def translate_nbest(self, lines: list[str], decode: DecodeConfig, first_line: int = 1) -> list[list[Translation]]:

@@ -241,6 +241,23 @@ class PositionalEncoding(nn.Module):
         return self.dropout(x + self.table[offset:offset + x.size(1)])
 
 
+class LearnedPositionalEmbedding(nn.Module):
+    """The paper's alternative (Table 3, row E): a trained vector per position, added, then dropout."""
+
+    def __init__(self, d_model: int, dropout: float, max_positions: int):
+        super().__init__()
+        self.embedding = nn.Embedding(max_positions, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    @property
+    def table(self) -> Tensor:
+        """[P, D], as PositionalEncoding's (the CTranslate2 export reads it)."""
+        return self.embedding.weight
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        return self.dropout(x + self.table[offset:offset + x.size(1)])
+
+
 class Encoder(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -293,7 +310,8 @@ class Transformer(nn.Module):
         self.pad_idx = pad_idx
         self.src_embed = TokenEmbedding(src_vocab_size, config.d_model)
         self.tgt_embed = TokenEmbedding(tgt_vocab_size, config.d_model)
-        self.positions = PositionalEncoding(config.d_model, config.dropout, config.max_positions)
+        positions = LearnedPositionalEmbedding if config.positions == "learned" else PositionalEncoding
+        self.positions = positions(config.d_model, config.dropout, config.max_positions)
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
         self.generator = Generator(config.d_model, tgt_vocab_size)

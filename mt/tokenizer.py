@@ -2,15 +2,18 @@
 
 Ids are fixed for every model: PAD 0, UNK 1, BOS 2, EOS 3. A source sentence is `pieces + EOS`; a target
 sentence is `BOS + pieces + EOS`, so that training can feed `tgt[:, :-1]` and predict `tgt[:, 1:]`.
+Chinese text is first converted to one script with OpenCC (data.chinese_script), so that Traditional and
+Simplified input meet the same pieces, in training and in translation alike.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import opencc
 import sentencepiece as spm
 
 from mt.atomic import atomic_write_bytes
@@ -23,14 +26,23 @@ JOINT_FILE = "spm.model"
 SRC_FILE, TGT_FILE = "spm.src.model", "spm.tgt.model"
 
 
-class Tokenizer:
-    """One SentencePiece model for both sides (joint) or one per side."""
+OPENCC = {"simplified": "t2s", "traditional": "s2t"}  # OpenCC's conversions into each script
 
-    def __init__(self, src_proto: bytes, tgt_proto: bytes | None = None):
+
+class Tokenizer:
+    """One SentencePiece model for both sides (joint) or one per side; `scripts` says what each side's text
+    is converted to first ("keep": nothing)."""
+
+    def __init__(self, src_proto: bytes, tgt_proto: bytes | None = None, scripts: tuple[str, str] = ("keep", "keep")):
         self.src_proto = src_proto
         self.tgt_proto = tgt_proto  # None: joint vocabulary
+        self.scripts = tuple(scripts)
         self.src = spm.SentencePieceProcessor(model_proto=src_proto)
         self.tgt = self.src if tgt_proto is None else spm.SentencePieceProcessor(model_proto=tgt_proto)
+        self.normalize_src, self.normalize_tgt = (script_converter(s) for s in self.scripts)
+
+    def __reduce__(self):  # datasets.map sends the tokenizer to its processes; OpenCC's converters don't pickle
+        return Tokenizer, (self.src_proto, self.tgt_proto, self.scripts)
 
     @property
     def joint(self) -> bool:
@@ -53,10 +65,10 @@ class Tokenizer:
         return digest.hexdigest()[:16]
 
     def encode_src(self, texts: list[str]) -> list[list[int]]:
-        return [ids + [EOS] for ids in self.src.encode(texts)]
+        return [ids + [EOS] for ids in self.src.encode(self.normalize_src(texts))]
 
     def encode_tgt(self, texts: list[str]) -> list[list[int]]:
-        return [[BOS] + ids + [EOS] for ids in self.tgt.encode(texts)]
+        return [[BOS] + ids + [EOS] for ids in self.tgt.encode(self.normalize_tgt(texts))]
 
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
         return self.tgt.decode([[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids])  # UNK shows as ⁇
@@ -74,20 +86,30 @@ class Tokenizer:
         return [run_dir / name for name in (JOINT_FILE, SRC_FILE, TGT_FILE) if (run_dir / name).exists()]
 
     @classmethod
-    def load(cls, run_dir: Path) -> Tokenizer | None:
+    def load(cls, run_dir: Path, scripts: tuple[str, str] = ("keep", "keep")) -> Tokenizer | None:
         """The tokenizer saved in a run directory, or None when there is none yet."""
         if (run_dir / JOINT_FILE).exists():
-            return cls(_read_model(run_dir / JOINT_FILE))
+            return cls(_read_model(run_dir / JOINT_FILE), None, scripts)
         if (run_dir / SRC_FILE).exists() and (run_dir / TGT_FILE).exists():
-            return cls(_read_model(run_dir / SRC_FILE), _read_model(run_dir / TGT_FILE))
+            return cls(_read_model(run_dir / SRC_FILE), _read_model(run_dir / TGT_FILE), scripts)
         return None
 
 
-def train_tokenizer(src_texts: Iterable[str], tgt_texts: Iterable[str], config: TokenizerConfig) -> Tokenizer:
-    """Train SentencePiece BPE on the training corpus: one joint model, or one per language."""
+def script_converter(script: str) -> Callable[[list[str]], list[str]]:
+    """Texts → the same texts in `script` (OpenCC), or unchanged for "keep"."""
+    if script == "keep":
+        return lambda texts: texts
+    converter = opencc.OpenCC(OPENCC[script])
+    return lambda texts: [converter.convert(text) for text in texts]
+
+
+def train_tokenizer(src_texts: list[str], tgt_texts: list[str], config: TokenizerConfig,
+                    scripts: tuple[str, str] = ("keep", "keep")) -> Tokenizer:
+    """Train SentencePiece BPE on (a sample of) the training corpus: one joint model, or one per language."""
+    src_texts, tgt_texts = (script_converter(s)(texts) for s, texts in zip(scripts, (src_texts, tgt_texts)))
     if config.joint:
-        return Tokenizer(_train_bpe(_chain(src_texts, tgt_texts), config))
-    return Tokenizer(_train_bpe(src_texts, config), _train_bpe(tgt_texts, config))
+        return Tokenizer(_train_bpe(_chain(src_texts, tgt_texts), config), None, scripts)
+    return Tokenizer(_train_bpe(src_texts, config), _train_bpe(tgt_texts, config), scripts)
 
 
 def _chain(*parts: Iterable[str]):

@@ -65,11 +65,11 @@ class PreparedData:
 
 def prepare_tokenizer(config: Config, run_dir: Path, train_pairs: datasets.Dataset) -> Tokenizer:
     """The run's tokenizer: the one saved in run_dir, or a new one trained on the training corpus."""
-    tokenizer = Tokenizer.load(run_dir)
+    tokenizer = Tokenizer.load(run_dir, config.data.scripts())
     if tokenizer is None:
         start = time.perf_counter()
         src, tgt = tokenizer_sample(train_pairs, config.tokenizer.sample_size, config.train.seed)
-        tokenizer = train_tokenizer(src, tgt, config.tokenizer)
+        tokenizer = train_tokenizer(src, tgt, config.tokenizer, config.data.scripts())
         tokenizer.save(run_dir)
         kind = "joint" if tokenizer.joint else "separate"
         print(f"tokenizer: trained SentencePiece BPE, {tokenizer.src_vocab_size:,} pieces ({kind}) on "
@@ -382,7 +382,8 @@ def train(config: Config, resume: bool = False) -> Path:
                 for partial in checkpoint_dir(run_dir).glob(".*.tmp"):  # left by a crash in the middle of a write
                     partial.unlink()
             state = load_checkpoint(last) if resume else None
-            tokenizer = Tokenizer(state["tokenizer"]["src"], state["tokenizer"]["tgt"]) if state else None
+            tokenizer = (Tokenizer(state["tokenizer"]["src"], state["tokenizer"]["tgt"], config.data.scripts())
+                         if state else None)
             data = prepare_data(config, run_dir, tokenizer)
         if world.is_main:
             save_config(config, run_dir / "config.yaml")

@@ -13,11 +13,11 @@ from mt.translate import translate_nbest
 pytest.importorskip("ctranslate2")
 
 
-def pre_ln_checkpoint(tokenizer, path):
-    """A checkpoint of an untrained pre-LN model (the trained fixture run is post-LN)."""
+def untrained_checkpoint(tokenizer, path, **model):
+    """A checkpoint of an untrained model of another kind than the trained fixture run's (post-LN, sinusoidal)."""
     torch.manual_seed(0)
     config = Config(model=ModelConfig(d_model=32, num_heads=4, d_ff=64, num_encoder_layers=2, num_decoder_layers=2,
-                                      dropout=0.0, norm="pre", max_positions=128))
+                                      dropout=0.0, max_positions=128, **model))
     model = Transformer(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, PAD)
     with torch.no_grad():
         model.generator.proj.weight.mul_(4.0)  # sharper outputs than an untrained model's
@@ -26,13 +26,13 @@ def pre_ln_checkpoint(tokenizer, path):
     return path
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_exported_model_gives_mts_greedy_output(norm, trained_runs, tokenizer, corpus_dir, tmp_path):
-    checkpoint = (trained_runs[0] / "checkpoints" / "last.pt" if norm == "post"
-                  else pre_ln_checkpoint(tokenizer, tmp_path / "pre.pt"))
+@pytest.mark.parametrize("kind", ["trained", "pre-LN", "learned positions"])
+def test_exported_model_gives_mts_greedy_output(kind, trained_runs, tokenizer, corpus_dir, tmp_path):
+    other = {"pre-LN": {"norm": "pre"}, "learned positions": {"positions": "learned"}}.get(kind)
+    checkpoint = (trained_runs[0] / "checkpoints" / "last.pt" if other is None
+                  else untrained_checkpoint(tokenizer, tmp_path / "other.pt", **other))
     export_ctranslate2(checkpoint, tmp_path / "ct2")
     model, tok, config, _ = load_model(checkpoint, torch.device("cpu"))
-    assert model.config.norm == norm
     lines = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines() + ["", "我爱你"]
     decode = config.decode.__class__(beam_size=1, max_len_a=1.0, max_len_b=5)
     ours = translate_nbest(model, tok, lines, decode, torch.device("cpu"))

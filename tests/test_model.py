@@ -110,6 +110,16 @@ def test_sinusoidal_positions_follow_the_formula():
     assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(pos / 10000 ** (2 * i / 8)), abs=1e-6)
 
 
+def test_learned_positions_are_trained_and_sinusoids_are_not():
+    learned, fixed = tiny_model(positions="learned"), tiny_model()
+    assert not any(name.startswith("positions") for name, _ in fixed.named_parameters())
+    table = dict(learned.named_parameters())["positions.embedding.weight"]
+    assert table.shape == (64, 16)
+    src, tgt = torch.tensor([[5, 6, 7, 3]]), torch.tensor([[2, 8, 9]])
+    learned(src, tgt).sum().backward()
+    assert table.grad[:4].abs().sum() > 0 and table.grad[4:].abs().sum() == 0  # only the positions used
+
+
 def test_embeddings_are_scaled_by_sqrt_d_model():
     embed = TokenEmbedding(vocab_size=10, d_model=16)
     ids = torch.tensor([[3, 4]])

@@ -13,9 +13,9 @@ from mt.tokenizer import BOS, EOS, PAD
 from mt.translate import translate_nbest, translate_stream
 
 
-def peaky_model(vocab: int = 40, norm: str = "post"):
+def peaky_model(vocab: int = 40, norm: str = "post", **shape):
     """An untrained model with a sharp output distribution, so that outputs vary and ties do not happen."""
-    model = tiny_model(vocab=vocab, norm=norm, tie_embeddings=False)
+    model = tiny_model(vocab=vocab, norm=norm, tie_embeddings=False, **shape)
     with torch.no_grad():
         model.generator.proj.weight.mul_(8.0)
     return model
@@ -25,9 +25,9 @@ SRC = torch.tensor([[5, 6, 7, 8, EOS], [9, 10, EOS, PAD, PAD], [11, EOS, PAD, PA
 MAX_LEN = torch.tensor([8, 6, 5])
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_cached_greedy_equals_full_recomputation(norm):
-    model = peaky_model(norm=norm)
+@pytest.mark.parametrize("norm, positions", [("post", "sinusoidal"), ("pre", "sinusoidal"), ("post", "learned")])
+def test_cached_greedy_equals_full_recomputation(norm, positions):
+    model = peaky_model(norm=norm, positions=positions)
     cached, full = greedy_search(model, SRC, MAX_LEN), greedy_search(model, SRC, MAX_LEN, use_cache=False)
     assert [h.tokens for h in cached] == [h.tokens for h in full]
     for a, b in zip(cached, full):

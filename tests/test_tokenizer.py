@@ -63,3 +63,20 @@ def test_too_large_a_vocabulary_is_a_config_error():
 def test_a_corpus_of_empty_lines_says_so():
     with pytest.raises(MtError, match="no non-empty lines"):
         train_tokenizer(["", "  "], ["", ""], TINY_TOKENIZER)
+
+
+def test_traditional_and_simplified_chinese_meet_the_same_pieces():
+    tok = train_tokenizer(ZH, EN, TokenizerConfig(vocab_size=400), ("simplified", "keep"))
+    assert tok.encode_src(["我們明天去北京。"]) == tok.encode_src(["我们明天去北京。"])
+    assert UNK not in tok.encode_src(["我們愛臺灣的電腦。"])[0]  # unseen characters fall back to bytes
+    assert tok.encode_tgt(["Hello."]) == Tokenizer(tok.src_proto).encode_tgt(["Hello."])  # English untouched
+    kept = Tokenizer(tok.src_proto, None, ("keep", "keep"))
+    assert kept.encode_src(["我們"]) != tok.encode_src(["我們"])
+
+
+def test_a_tokenizer_pickles_with_its_script_conversion():  # datasets.map sends it to other processes
+    import pickle
+
+    tok = Tokenizer(train_tokenizer(ZH, EN, TokenizerConfig(vocab_size=400)).src_proto, None, ("simplified", "keep"))
+    again = pickle.loads(pickle.dumps(tok))
+    assert again.scripts == ("simplified", "keep") and again.encode_src(["我們"]) == tok.encode_src(["我们"])
