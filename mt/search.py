@@ -49,7 +49,7 @@ class StepDecoder:
             self.cache.select(rows)
 
 
-@torch.no_grad()
+@torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
 def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: bool = True,
                   min_len: int = 0) -> list[Hypothesis]:
     """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step."""
@@ -75,7 +75,7 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-@torch.no_grad()
+@torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
 def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int, alpha: float = 0.0,
                 nbest: int = 1, use_cache: bool = True, min_len: int = 0) -> list[list[Hypothesis]]:
     """Batched beam search: B sentences × K beams decoded together. Returns the `nbest` best outputs per

@@ -284,8 +284,9 @@ class Trainer:
                           f"as many (this is {self.world.size}), or the data order would change")
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
-        self.position = Position(**{f.name: state[f.name] for f in dataclasses.fields(Position)})
+        if "scaler" in state:  # checkpoints of earlier versions have none, nor every Position field
+            self.scaler.load_state_dict(state["scaler"])
+        self.position = Position(**{f.name: state[f.name] for f in dataclasses.fields(Position) if f.name in state})
 
     # ------------------------------------------------------------ the loop
 

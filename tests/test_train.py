@@ -137,3 +137,18 @@ def test_a_checkpoint_whose_tokenizer_does_not_match_its_vocabulary_hash_is_refu
     save_checkpoint(state, tmp_path / "swapped.pt")
     with pytest.raises(MtError, match="does not match its vocabulary hash"):
         load_model(tmp_path / "swapped.pt", torch.device("cpu"))
+
+
+def test_a_checkpoint_of_an_earlier_version_still_resumes(trained_runs, corpus_dir, tmp_path):
+    import shutil
+
+    run = tmp_path / "old"
+    shutil.copytree(trained_runs[0], run)
+    last = run / "checkpoints" / "last.pt"
+    state = load_checkpoint(last)
+    for key in ("scaler", "evals_without_gain", "world_size"):  # keys that earlier versions did not write
+        del state[key]
+    last.unlink()  # a hard link to step-8: replace the link, not the step checkpoint's file
+    save_checkpoint(state, last)
+    train(tiny_config(corpus_dir, run, tmp_path, max_steps=10, eval_every=4), resume=True)
+    assert load_checkpoint(last)["step"] == 10
