@@ -8,12 +8,12 @@ from __future__ import annotations
 import gzip
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, BinaryIO
 
 from mt.errors import MtError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def read_lines(path: Path) -> list[str]:
@@ -49,6 +49,9 @@ def iter_lines(stream: BinaryIO, name: str) -> Iterator[str]:
 def read_text_column(path: Path) -> pa.Array:
     """A whole text file as an Arrow string array, one element per line, with no Python object per line
     (2M lines take a second). Lines are split and validated as iter_file_lines does, with the same errors."""
+    import pyarrow as pa  # here, not above: translating reads lines too, and needs no Arrow
+    import pyarrow.compute as pc
+
     try:
         with pa.input_stream(str(path), compression="detect") as stream:
             data = stream.read()
