@@ -136,7 +136,7 @@ class CTranslate2Engine:
         meta = json.loads((model_dir / META_FILE).read_text(encoding="utf-8"))
         self.decode = DecodeConfig(**meta["decode"])
         self.max_positions = meta["max_positions"]
-        self.tokenizer = Tokenizer.load(model_dir, tuple(meta["scripts"]))
+        self.tokenizer = Tokenizer.load(model_dir, tuple(meta.get("scripts", ("keep", "keep"))))  # older exports: none
         self.translator = ctranslate2.Translator(str(model_dir), device=device.type)
 
     def translate_nbest(self, lines: list[str], decode: DecodeConfig, first_line: int = 1) -> list[list[Translation]]:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import sys
@@ -121,29 +122,22 @@ class Pieces:
         return {"fontfamily": cjk_font()} if self.needs_cjk() and cjk_font() else {}
 
 
-_CJK_FONT: list[str | None] = []  # found once per process
-
-
+@functools.cache  # the font search reads every installed font: once per process
 def cjk_font() -> str | None:
     """The name of an installed font that has Chinese characters (e.g. Noto Sans CJK, WenQuanYi), or None
-    with a warning, once."""
-    if not _CJK_FONT:
-        found = None
-        for entry in font_manager.fontManager.ttflist:
-            if entry.name.startswith("Last Resort"):  # matplotlib's placeholder font: a box for every character
-                continue
-            try:
-                charmap = FT2Font(entry.fname).get_charmap()
-            except (OSError, RuntimeError):
-                continue
-            if all(ord(c) in charmap for c in "中文爱"):
-                found = entry.name
-                break
-        if found is None:
-            print("warning: no installed font has Chinese characters (install e.g. fonts-noto-cjk); "
-                  "Chinese pieces are labelled by their ids", file=sys.stderr)
-        _CJK_FONT.append(found)
-    return _CJK_FONT[0]
+    with a warning."""
+    for entry in font_manager.fontManager.ttflist:
+        if entry.name.startswith("Last Resort"):  # matplotlib's placeholder font: a box for every character
+            continue
+        try:
+            charmap = FT2Font(entry.fname).get_charmap()
+        except (OSError, RuntimeError):
+            continue
+        if all(ord(c) in charmap for c in "中文爱"):
+            return entry.name
+    print("warning: no installed font has Chinese characters (install e.g. fonts-noto-cjk); "
+          "Chinese pieces are labelled by their ids", file=sys.stderr)
+    return None
 
 
 def save(figure: Figure, output: Path) -> None:

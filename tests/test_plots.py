@@ -41,7 +41,7 @@ def test_attention_map_has_a_panel_per_layer_or_the_chosen_one(tmp_path):
 
 
 def test_without_a_cjk_font_chinese_pieces_are_labelled_by_id(monkeypatch, capsys):
-    monkeypatch.setattr(plots, "_CJK_FONT", [None])
+    monkeypatch.setattr(plots, "cjk_font", lambda: None)
     assert Pieces(["▁我", "爱"], [10, 11]).labels() == ["10", "11"]
     assert Pieces(["▁I", "▁love"], [5, 6]).labels() == ["▁I", "▁love"]
 
