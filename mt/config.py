@@ -34,6 +34,7 @@ class ModelConfig:
     norm: str = "post"  # "post": Add&Norm as in the paper; "pre": LayerNorm before each sub-layer
     positions: str = "sinusoidal"  # or "learned": a trained vector per position (the paper's Table 3, row E)
     tie_embeddings: bool = True  # share source/target embeddings and the generator (joint vocabulary only)
+    init_std: float = 0.0  # 0: Glorot-uniform projections (tensor2tensor); > 0: every weight N(0, init_std²) (BERT, Marian)
     max_positions: int = 1024  # rows of the sinusoidal position table
 
 
@@ -64,6 +65,8 @@ class CorpusConfig:
     split: str = "train"
     src_field: str = ""
     tgt_field: str = ""
+    max_pairs: int = 0  # training only: a random sample of this many pairs (0: all), e.g. of a large corpus
+    repeat: int = 1  # training only: each pair this many times per epoch, to weigh a small corpus up
 
     @property
     def is_set(self) -> bool:
@@ -75,6 +78,7 @@ class DataConfig:
     src_lang: str = "zh"
     tgt_lang: str = "en"
     train: CorpusConfig = field(default_factory=CorpusConfig)
+    extra_train: list[CorpusConfig] = field(default_factory=list)  # more training corpora, mixed with train
     dev: CorpusConfig = field(default_factory=lambda: CorpusConfig(split="validation"))
     test: CorpusConfig = field(default_factory=lambda: CorpusConfig(split="test"))
     max_len: int = 128  # pairs with more tokens on either side are dropped from training (and counted)
@@ -214,6 +218,7 @@ def validate(config: Config) -> None:
         (m.norm in ("post", "pre"), "model.norm", "must be 'post' or 'pre'"),
         (m.positions in ("sinusoidal", "learned"), "model.positions", "must be 'sinusoidal' or 'learned'"),
         (m.max_positions > 0, "model.max_positions", "must be positive"),
+        (m.init_std >= 0, "model.init_std", "must be 0 (Glorot) or positive"),
         (k.vocab_size >= 16, "tokenizer.vocab_size", "must be at least 16"),
         (0.0 < k.character_coverage <= 1.0, "tokenizer.character_coverage", "must be in (0, 1]"),
         (d.max_len > 0, "data.max_len", "must be positive"),
@@ -246,10 +251,16 @@ def validate(config: Config) -> None:
     for ok, key, why in checks:
         if not ok:
             raise MtError(f"config key {key}: {why}")
-    for name in ("train", "dev", "test"):
-        corpus = getattr(d, name)
+    corpora = {"train": d.train, "dev": d.dev, "test": d.test} | {f"extra_train[{i}]": c for i, c in enumerate(d.extra_train)}
+    for name, corpus in corpora.items():
         if corpus.path and corpus.hub:
             raise MtError(f"config key data.{name}: set either path or hub, not both")
+        if corpus.max_pairs < 0 or corpus.repeat < 1:
+            raise MtError(f"config key data.{name}: max_pairs must be 0 (all) or more and repeat at least 1")
+        if name in ("dev", "test") and (corpus.max_pairs or corpus.repeat != 1):
+            raise MtError(f"config key data.{name}: only training corpora are sampled (max_pairs) or repeated")
+        if name.startswith("extra") and not corpus.is_set:
+            raise MtError(f"config key data.{name}: no corpus given (set path or hub)")
 
 
 def _set_dotted(raw: dict, keys: list[str], value) -> None:
@@ -279,6 +290,11 @@ def _build(cls, raw, prefix: str, source: str, strict: bool = True):
         kind = hints[name]
         if dataclasses.is_dataclass(kind):
             values[name] = _build(kind, value or {}, f"{prefix}{name}.", source, strict)
+        elif typing.get_origin(kind) is list:  # a list of sections, e.g. data.extra_train
+            if not isinstance(value, list):
+                raise MtError(f"{source}: config key {prefix}{name} must be a list")
+            item = typing.get_args(kind)[0]
+            values[name] = [_build(item, v or {}, f"{prefix}{name}[{i}].", source, strict) for i, v in enumerate(value)]
         else:
             values[name] = _check_type(value, kind, f"{prefix}{name}", source)
     return cls(**values)

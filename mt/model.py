@@ -178,17 +178,52 @@ class DecoderLayer(nn.Module):
 
 @dataclass
 class LayerCache:
-    """What one decoder layer keeps between decoding steps."""
+    """What one decoder layer keeps between decoding steps.
 
-    self_k: Tensor | None = None   # [B,H,t,d_k] self-attention keys of the t tokens produced so far
-    self_v: Tensor | None = None   # [B,H,t,d_k]
+    The self-attention keys and values live in buffers with room for `capacity` positions, written in place:
+    a step neither copies the past nor allocates memory, as torch.cat would at every token.
+    """
+
+    self_k: Tensor | None = None   # [B,H,capacity,d_k]: the keys of the `length` tokens produced so far, then room
+    self_v: Tensor | None = None   # [B,H,capacity,d_k]
+    length: int = 0
     cross_k: Tensor | None = None  # [B,H,S,d_k] the memory's keys, projected once per sentence
     cross_v: Tensor | None = None  # [B,H,S,d_k]
+    capacity: int = 64             # positions to make room for at first; doubled when full
+    spare: tuple[Tensor, Tensor] | None = None  # buffers that select() writes reordered rows into, then swaps
 
     def append_self(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        self.self_k = k if self.self_k is None else torch.cat([self.self_k, k], dim=2)
-        self.self_v = v if self.self_v is None else torch.cat([self.self_v, v], dim=2)
-        return self.self_k, self.self_v
+        """Write new keys/values k, v [B,H,n,d_k] after the cached ones → all keys/values [B,H,length,d_k]."""
+        end = self.length + k.size(2)
+        if self.self_k is None or end > self.self_k.size(2):
+            self._grow(k, max(end, 2 * self.capacity if self.self_k is not None else self.capacity))
+        self.self_k[:, :, self.length:end] = k
+        self.self_v[:, :, self.length:end] = v
+        self.length = end
+        return self.self_k[:, :, :end], self.self_v[:, :, :end]
+
+    def _grow(self, like: Tensor, capacity: int) -> None:
+        batch, heads, _, d_k = like.shape
+        k, v = (like.new_empty(batch, heads, capacity, d_k) for _ in range(2))
+        if self.self_k is not None:
+            k[:, :, :self.length], v[:, :, :self.length] = self.self_k[:, :, :self.length], self.self_v[:, :, :self.length]
+        self.self_k, self.self_v, self.capacity, self.spare = k, v, capacity, None
+
+    def select(self, rows: Tensor, cross: bool) -> None:
+        """Keep batch rows `rows` [N]; the memory's keys/values too unless `cross` is False (the rows then
+        belong to the same sentences as before, whose memory rows are alike)."""
+        if cross and self.cross_k is not None:
+            self.cross_k, self.cross_v = self.cross_k.index_select(0, rows), self.cross_v.index_select(0, rows)
+        if self.self_k is None:
+            return
+        if self.spare is None or self.spare[0].size(0) != len(rows):
+            self.spare = tuple(self.self_k.new_empty(len(rows), *self.self_k.shape[1:]) for _ in range(2))
+        new_k, new_v = self.spare
+        used = slice(0, self.length)  # only the positions written so far are copied
+        torch.index_select(self.self_k[:, :, used], 0, rows, out=new_k[:, :, used])
+        torch.index_select(self.self_v[:, :, used], 0, rows, out=new_v[:, :, used])
+        self.spare = (self.self_k, self.self_v) if self.self_k.size(0) == len(rows) else None
+        self.self_k, self.self_v = new_k, new_v
 
 
 @dataclass
@@ -200,16 +235,12 @@ class DecoderCache:
     @property
     def length(self) -> int:
         """Target positions already decoded (the next token's position)."""
-        first = self.layers[0].self_k if self.layers else None
-        return 0 if first is None else first.size(2)
+        return self.layers[0].length if self.layers else 0
 
-    def select(self, rows: Tensor) -> None:
-        """Keep batch rows `rows` [N] (beam search reorders and prunes hypotheses)."""
+    def select(self, rows: Tensor, cross: bool = True) -> None:
+        """Keep batch rows `rows` [N] (beam search reorders and prunes hypotheses); see LayerCache.select."""
         for layer in self.layers:
-            for name in ("self_k", "self_v", "cross_k", "cross_v"):
-                tensor = getattr(layer, name)
-                if tensor is not None:
-                    setattr(layer, name, tensor.index_select(0, rows))
+            layer.select(rows, cross)
 
 
 class TokenEmbedding(nn.Module):
@@ -276,8 +307,9 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_decoder_layers))
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 
-    def new_cache(self) -> DecoderCache:
-        return DecoderCache([LayerCache() for _ in self.layers])
+    def new_cache(self, capacity: int = 64) -> DecoderCache:
+        """An empty cache with room for `capacity` target positions (it grows if a search needs more)."""
+        return DecoderCache([LayerCache(capacity=capacity) for _ in self.layers])
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None,
                 need_weights: bool = False, cache: DecoderCache | None = None) -> tuple[Tensor, list[Tensor]]:
@@ -323,14 +355,17 @@ class Transformer(nn.Module):
 
     def _init_weights(self) -> None:
         """Glorot-uniform projections and zero biases, as in the reference tensor2tensor code; embeddings
-        N(0, d^-1/2) so that after the ×√d scaling they have unit variance like the positional signal."""
+        N(0, d^-1/2) so that after the ×√d scaling they have unit variance like the positional signal.
+        With model.init_std, every weight is N(0, init_std²) instead (BERT, Marian): small sub-layer outputs
+        keep a post-LN stack close to the identity at first, which speeds up early training."""
+        std = self.config.init_std
         for module in self.modules():
             if isinstance(module, nn.Linear):
-                nn.init.xavier_uniform_(module.weight)
+                nn.init.normal_(module.weight, 0.0, std) if std else nn.init.xavier_uniform_(module.weight)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, mean=0.0, std=self.config.d_model ** -0.5)
+                nn.init.normal_(module.weight, 0.0, std or self.config.d_model ** -0.5)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src [B,S], src_mask [B,1,1,S] → memory [B,S,D]"""

@@ -25,9 +25,10 @@ class Hypothesis:
 class StepDecoder:
     """Next-token log-probabilities for a batch of prefixes, with or without the incremental cache."""
 
-    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool, min_len: int = 0):
+    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool, max_len: int,
+                 min_len: int = 0):
         self.model, self.memory, self.src_mask, self.min_len = model, memory, src_mask, min_len
-        self.cache: DecoderCache | None = model.decoder.new_cache() if use_cache else None
+        self.cache: DecoderCache | None = model.decoder.new_cache(max_len) if use_cache else None
 
     def log_probs(self, prefixes: Tensor) -> Tensor:
         """prefixes [N, t] (BOS first) → log-probabilities of the next token [N, V]."""
@@ -41,12 +42,14 @@ class StepDecoder:
             log_probs[:, EOS] = float("-inf")
         return log_probs
 
-    def select(self, rows: Tensor) -> None:
-        """Keep rows `rows` of the batch, in that order (beam search reorders its hypotheses)."""
-        self.memory = self.memory.index_select(0, rows)
-        self.src_mask = self.src_mask.index_select(0, rows)
+    def select(self, rows: Tensor, same_sentences: bool) -> None:
+        """Keep rows `rows` of the batch, in that order (beam search reorders its hypotheses). With
+        `same_sentences`, each row stays among its sentence's rows, so the memory rows need no reordering."""
+        if not same_sentences:
+            self.memory = self.memory.index_select(0, rows)
+            self.src_mask = self.src_mask.index_select(0, rows)
         if self.cache is not None:
-            self.cache.select(rows)
+            self.cache.select(rows, cross=not same_sentences)
 
 
 @torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
@@ -54,7 +57,7 @@ def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: b
                   min_len: int = 0) -> list[Hypothesis]:
     """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step."""
     src_mask = make_pad_mask(src, PAD)                                      # [B,1,1,S]
-    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache, min_len)
+    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache, int(max_len.max()), min_len)
     batch = src.size(0)
     ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
     log_prob = torch.zeros(batch, device=src.device)
@@ -89,7 +92,8 @@ def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int
     src_mask = make_pad_mask(src, PAD)
     memory = model.encode(src, src_mask)
     rows = torch.arange(batch, device=device).repeat_interleave(k)                  # [B*K] sentence of each row
-    decoder = StepDecoder(model, memory.index_select(0, rows), src_mask.index_select(0, rows), use_cache, min_len)
+    decoder = StepDecoder(model, memory.index_select(0, rows), src_mask.index_select(0, rows), use_cache,
+                          int(max_len.max()), min_len)
     ys = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)          # [B*K, t]
     scores = torch.full((batch, k), float("-inf"), device=device)
     scores[:, 0] = 0.0                                                              # one live beam at first
@@ -116,7 +120,7 @@ def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int
         index = torch.tensor(rows_kept, device=device)
         ys = torch.cat([ys.index_select(0, index), torch.tensor(tokens, device=device)[:, None]], dim=1)
         scores = torch.tensor(kept_scores, device=device).view(-1, k)
-        decoder.select(index)
+        decoder.select(index, same_sentences=len(still_active) == len(active))
         active = still_active
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
 

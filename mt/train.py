@@ -28,7 +28,7 @@ from mt.checkpoint import (checkpoint_dir, link_atomic, load_checkpoint, prune_s
                            save_checkpoint, tokenizer_state)
 from mt.config import Config, config_to_dict, save_config
 from mt.batching import Batch, make_batch, token_batches
-from mt.data import TrainBatches, encode_corpus, filter_pairs, lengths, read_corpus, tokenizer_sample
+from mt.data import TrainBatches, TrainingMixture, encode_corpus, filter_pairs, lengths, read_corpus, tokenizer_sample
 from mt.device import resolve_device
 from mt.distributed import World, close_world, gather_objects, init_world, main_first, sum_across
 from mt.errors import MtError
@@ -63,12 +63,12 @@ class PreparedData:
     dev: datasets.Dataset  # encoded and filtered dev pairs, texts included
 
 
-def prepare_tokenizer(config: Config, run_dir: Path, train_pairs: datasets.Dataset) -> Tokenizer:
-    """The run's tokenizer: the one saved in run_dir, or a new one trained on the training corpus."""
+def prepare_tokenizer(config: Config, run_dir: Path, mixture: TrainingMixture) -> Tokenizer:
+    """The run's tokenizer: the one saved in run_dir, or a new one trained on the training corpora."""
     tokenizer = Tokenizer.load(run_dir, config.data.scripts())
     if tokenizer is None:
         start = time.perf_counter()
-        src, tgt = tokenizer_sample(train_pairs, config.tokenizer.sample_size, config.train.seed)
+        src, tgt = tokenizer_sample(mixture.pairs, mixture.rows, config.tokenizer.sample_size, config.train.seed)
         tokenizer = train_tokenizer(src, tgt, config.tokenizer, config.data.scripts())
         tokenizer.save(run_dir)
         kind = "joint" if tokenizer.joint else "separate"
@@ -79,15 +79,13 @@ def prepare_tokenizer(config: Config, run_dir: Path, train_pairs: datasets.Datas
 
 def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> PreparedData:
     data = config.data
-    train_pairs = read_corpus(data.train, data, "train")
+    mixture = TrainingMixture(data, config.train.seed)
     dev_pairs = read_corpus(data.dev, data, "dev")
     if data.dev_max_sentences:
         dev_pairs = dev_pairs.select(range(min(data.dev_max_sentences, len(dev_pairs))))
-    tokenizer = tokenizer or prepare_tokenizer(config, run_dir, train_pairs)
+    tokenizer = tokenizer or prepare_tokenizer(config, run_dir, mixture)
     cache = run_dir / "cache"
-    train_encoded = encode_corpus(train_pairs, tokenizer, cache, "train")
-    train_rows, report = filter_pairs(train_encoded, data.max_len, "train")
-    print(report)
+    train_encoded, train_rows = mixture.encode(tokenizer, cache, data.max_len)
     dev_encoded = encode_corpus(dev_pairs, tokenizer, cache, "dev")
     dev_rows, report = filter_pairs(dev_encoded, data.max_len, "dev")
     print(report)

@@ -112,6 +112,18 @@ def test_prepare_trains_the_tokenizer_and_fills_the_token_cache_that_training_re
     assert [p.stat().st_mtime_ns for p in sorted((tmp_path / "runs" / "tok" / "cache").glob("*.arrow"))] == stamps
 
 
+def test_prepare_mixes_extra_training_corpora(corpus_dir, tmp_path):
+    (tmp_path / "tiny.yaml").write_text(tiny_yaml(corpus_dir, Path("runs/mix")), encoding="utf-8")
+    mix = f"data.extra_train=[{{path: {corpus_dir / 'dev'}, repeat: 2}}]"
+    result = mt("prepare", "-c", "tiny.yaml", "--set", mix, "--set", "data.train.max_pairs=50", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "training mixture: 90 pairs per epoch (train 50×1, extra_train[0] 20×2)" in result.stdout
+    cache = sorted((tmp_path / "runs" / "mix" / "cache").glob("*.arrow"))
+    assert [p.name.split("-")[0] for p in cache] == ["dev", "train", "train1"]
+    missing = f"data.extra_train=[{{path: {tmp_path / 'nothere'}}}]"
+    assert_one_line_error(mt("prepare", "-c", "tiny.yaml", "--set", missing, cwd=tmp_path), "nothere.zh: no such file")
+
+
 def test_bad_input_gives_one_clear_line(workdir, tmp_path):
     assert_one_line_error(mt("train", "-c", "missing.yaml", cwd=workdir), "missing.yaml")
     assert_one_line_error(mt("train", "-c", "tiny.yaml", "--set", "model.d_modle=8", cwd=workdir),

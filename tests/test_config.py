@@ -1,5 +1,6 @@
 """Configs: the paper's values by default, overrides, and errors that name the key."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -55,10 +56,15 @@ def test_later_files_override_single_keys(tmp_path):
     ("model.dropout=-0.1", "config key model.dropout: must be in"),
     ("train.device=tpu", "config key train.device"),
     ("model=3", "config key model must be a mapping"),
+    ("data.extra_train={path: x}", "config key data.extra_train must be a list"),
+    ("data.extra_train=[{path: x}, {pth: y}]", "unknown config key data.extra_train[1].pth"),
+    ("data.extra_train=[{repeat: 2}]", "config key data.extra_train[0]: no corpus given"),
+    ("data.train.repeat=0", "config key data.train: max_pairs must be 0 (all) or more and repeat at least 1"),
+    ("data.dev.max_pairs=10", "config key data.dev: only training corpora are sampled"),
     ("nokey", "expected KEY=VALUE"),
 ])
 def test_bad_values_name_the_key(override, message):
-    with pytest.raises(MtError, match=message.replace(".", r"\.")):
+    with pytest.raises(MtError, match=re.escape(message)):
         load_config([CONFIGS / "base.yaml"], [override])
 
 

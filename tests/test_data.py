@@ -8,7 +8,9 @@ import pytest
 
 from conftest import write_lines
 from mt.config import CorpusConfig, DataConfig
-from mt.data import TrainBatches, encode_corpus, filter_pairs, read_corpus, tokenizer_sample
+import numpy as np
+
+from mt.data import TrainBatches, TrainingMixture, encode_corpus, filter_pairs, read_corpus, tokenizer_sample
 from mt.errors import MtError
 from mt.tokenizer import BOS, EOS
 
@@ -62,11 +64,28 @@ def test_invalid_utf8_in_a_gzipped_file_names_the_line(tmp_path):
 
 def test_the_tokenizer_learns_from_a_random_sample_of_a_big_corpus(corpus_dir):
     pairs = read_corpus(CorpusConfig(path=str(corpus_dir / "train")), DataConfig(), "train")
-    src, tgt = tokenizer_sample(pairs, 50, seed=1)
+    rows = np.arange(len(pairs))
+    src, tgt = tokenizer_sample(pairs, rows, 50, seed=1)
     assert len(src) == len(tgt) == 50 and len(set(src)) > 45
     assert set(zip(src, tgt)) <= set(zip(pairs["src"], pairs["tgt"]))  # whole pairs
     assert src != list(pairs["src"][:50])
-    assert tokenizer_sample(pairs, 10_000, seed=1) == (list(pairs["src"]), list(pairs["tgt"]))
+    assert tokenizer_sample(pairs, rows, 10_000, seed=1) == (list(pairs["src"]), list(pairs["tgt"]))
+
+
+def test_a_training_mixture_samples_and_repeats_its_corpora(corpus_dir, tokenizer, tmp_path):
+    write_lines(tmp_path / "small.zh", ["一", "二", "三"])
+    write_lines(tmp_path / "small.en", ["one", "two", "three"])
+    data = DataConfig(train=CorpusConfig(path=str(corpus_dir / "train"), max_pairs=40),
+                      extra_train=[CorpusConfig(path=str(tmp_path / "small"), repeat=5)])
+    mixture = TrainingMixture(data, seed=1)
+    encoded, rows = mixture.encode(tokenizer, tmp_path / "cache", max_len=64)
+    assert len(encoded) == 43 and len(rows) == 40 + 3 * 5
+    texts = encoded.select(rows.tolist())["tgt"]
+    assert all(texts.count(word) == 5 for word in ("one", "two", "three"))
+    big = read_corpus(data.train, data, "train")["tgt"]
+    sampled = texts[:40]
+    assert len(set(sampled)) > 35 and set(sampled) <= set(big) and sampled != big[:40]
+    assert TrainingMixture(data, seed=1).parts[0]["tgt"] == sampled  # the same sample again: same seed
 
 
 def test_missing_file_is_named(tmp_path):

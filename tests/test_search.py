@@ -65,7 +65,7 @@ def test_beam_of_one_is_greedy():
 def brute_force_best(model, src, max_len: int, alpha: float) -> float:
     """Score every possible output (every token sequence ending in EOS, or max_len long) and keep the best."""
     src_mask = make_pad_mask(src, PAD)
-    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache=False)
+    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache=False, max_len=max_len)
     words = [t for t in range(model.generator.proj.out_features) if t not in (PAD, BOS, EOS)]
     best = float("-inf")
     frontier = [((), 0.0)]  # (prefix, its log-probability), grown one token at a time
