@@ -34,6 +34,9 @@ AlphaOption = Annotated[Optional[float], typer.Option(
 MaxLenAOption = Annotated[Optional[float], typer.Option(
     "--max-len-a", min=0.0, help="Outputs may have up to a · source length + b tokens (default: checkpoint's).")]
 MaxLenBOption = Annotated[Optional[int], typer.Option("--max-len-b", min=1, help="See --max-len-a.")]
+NoRepeatOption = Annotated[Optional[int], typer.Option(
+    "--no-repeat-ngram", min=0, help="No n-gram of this many tokens twice in an output (0: off). "
+    "Default: the checkpoint's decode.no_repeat_ngram_size.")]
 
 
 @app.callback()
@@ -89,7 +92,7 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
               output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None,
               checkpoint: CheckpointOption = None, device: DeviceOption = "auto",
               beam: BeamOption = None, alpha: AlphaOption = None, max_len_a: MaxLenAOption = None,
-              max_len_b: MaxLenBOption = None,
+              max_len_b: MaxLenBOption = None, no_repeat_ngram: NoRepeatOption = None,
               nbest: Annotated[int, typer.Option("--nbest", min=1, help="Print the N best translations of "
                                                  "each line as: LINE ||| TRANSLATION ||| SCORE")] = 1,
               engine: Annotated[str, typer.Option("--engine", help="mt, or ctranslate2 to use a model made by "
@@ -116,7 +119,8 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
         if len(text or []) != 1 or engine != "mt" or nbest != 1:
             raise MtError("--attention draws one translation: give one sentence as an argument (engine mt, nbest 1)")
     lines, chunk = _input_lines(text, input)
-    overrides = {"beam_size": beam, "alpha": alpha, "nbest": nbest, "max_len_a": max_len_a, "max_len_b": max_len_b}
+    overrides = {"beam_size": beam, "alpha": alpha, "nbest": nbest, "max_len_a": max_len_a, "max_len_b": max_len_b,
+                 "no_repeat_ngram_size": no_repeat_ngram}
     results = translate_stream(_translator(engine, checkpoint, device, overrides), lines, chunk)
     # A progress bar for a person watching the terminal while the translations go to a file or a pipe.
     bar = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty()) and not text
@@ -221,7 +225,8 @@ def evaluate(checkpoint: CheckpointOption = None,
              tgt_lang: Annotated[Optional[str], typer.Option("--tgt-lang", help="For --hyp (default en).")] = None,
              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Save the translations.")] = None,
              device: DeviceOption = "auto", beam: BeamOption = None, alpha: AlphaOption = None,
-             max_len_a: MaxLenAOption = None, max_len_b: MaxLenBOption = None):
+             max_len_a: MaxLenAOption = None, max_len_b: MaxLenBOption = None,
+             no_repeat_ngram: NoRepeatOption = None):
     """Translate a test set (the config's, or --src/--ref) and print sacreBLEU BLEU and chrF with signatures."""
     from mt.evaluate import score
     from mt.lines import read_lines
@@ -231,7 +236,8 @@ def evaluate(checkpoint: CheckpointOption = None,
             raise MtError("--hyp needs at least one --ref")
         scores = score(read_lines(hyp), [read_lines(r) for r in ref], tgt_lang or "en")
     else:
-        overrides = {"beam_size": beam, "alpha": alpha, "max_len_a": max_len_a, "max_len_b": max_len_b}
+        overrides = {"beam_size": beam, "alpha": alpha, "max_len_a": max_len_a, "max_len_b": max_len_b,
+                     "no_repeat_ngram_size": no_repeat_ngram}
         scores = _translate_test_set(checkpoint, config, set_, src, ref, output, device, overrides)
     print("\n".join(scores.lines()))
 

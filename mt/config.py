@@ -34,7 +34,7 @@ class ModelConfig:
     norm: str = "post"  # "post": Add&Norm as in the paper; "pre": LayerNorm before each sub-layer
     positions: str = "sinusoidal"  # or "learned": a trained vector per position (the paper's Table 3, row E)
     tie_embeddings: bool = True  # share source/target embeddings and the generator (joint vocabulary only)
-    init_std: float = 0.0  # 0: Glorot-uniform projections (tensor2tensor); > 0: every weight N(0, init_std²) (BERT, Marian)
+    init_std: float = 0.0  # 0: Glorot-uniform projections (tensor2tensor); > 0: all weights N(0, init_std²) (Marian)
     max_positions: int = 1024  # rows of the sinusoidal position table
 
 
@@ -129,6 +129,7 @@ class DecodeConfig:
     max_len_a: float = 2.0  # an output may have up to a * source_length + b tokens
     max_len_b: int = 10
     min_len: int = 0  # no EOS before this many output tokens
+    no_repeat_ngram_size: int = 0  # > 0: no n-gram of this many tokens twice in an output (stops loops); 0: off
     max_tokens: int = 4000  # source tokens per decoding batch (sentences sorted by length, then grouped)
 
 
@@ -244,6 +245,7 @@ def validate(config: Config) -> None:
         (1 <= config.decode.nbest <= config.decode.beam_size, "decode.nbest",
          f"must be between 1 and decode.beam_size ({config.decode.beam_size})"),
         (config.decode.min_len >= 0, "decode.min_len", "must be 0 or more"),
+        (config.decode.no_repeat_ngram_size >= 0, "decode.no_repeat_ngram_size", "must be 0 (off) or more"),
         (config.decode.max_tokens > 0, "decode.max_tokens", "must be positive"),
         (config.decode.max_len_a >= 0 and config.decode.max_len_b >= 1, "decode.max_len_b",
          "outputs need room for at least one token"),
@@ -251,7 +253,8 @@ def validate(config: Config) -> None:
     for ok, key, why in checks:
         if not ok:
             raise MtError(f"config key {key}: {why}")
-    corpora = {"train": d.train, "dev": d.dev, "test": d.test} | {f"extra_train[{i}]": c for i, c in enumerate(d.extra_train)}
+    corpora = {"train": d.train, "dev": d.dev, "test": d.test}
+    corpora |= {f"extra_train[{i}]": corpus for i, corpus in enumerate(d.extra_train)}
     for name, corpus in corpora.items():
         if corpus.path and corpus.hub:
             raise MtError(f"config key data.{name}: set either path or hub, not both")

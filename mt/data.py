@@ -124,7 +124,8 @@ class TrainingMixture:
     def epoch_rows(self, kept: list[np.ndarray]) -> np.ndarray:
         """Rows of `pairs` for one epoch, from each corpus's kept rows (numbered within that corpus)."""
         offsets = np.cumsum([0] + [len(part) for part in self.parts])
-        return np.concatenate([np.tile(rows + offset, repeat) for rows, offset, repeat in zip(kept, offsets, self.repeats)])
+        return np.concatenate([np.tile(rows + offset, repeat)
+                               for rows, offset, repeat in zip(kept, offsets, self.repeats)])
 
     def encode(self, tokenizer: Tokenizer, cache_dir: Path, max_len: int) -> tuple[datasets.Dataset, np.ndarray]:
         """Token ids of all corpora (each cached on its own) and the epoch's rows without the filtered pairs."""

@@ -152,6 +152,7 @@ class CTranslate2Engine:
                 [[self.tokenizer.src.id_to_piece(t) for t in src_ids[i]] for i in chunk],
                 beam_size=decode.beam_size, num_hypotheses=decode.nbest, length_penalty=decode.alpha,
                 max_decoding_length=max(limits), min_decoding_length=decode.min_len,
+                no_repeat_ngram_size=decode.no_repeat_ngram_size,
                 max_input_length=self.max_positions, return_scores=True,
                 suppress_sequences=[[self.tokenizer.tgt.id_to_piece(PAD)], [self.tokenizer.tgt.id_to_piece(BOS)]])
             for i, limit, result in zip(chunk, limits, results):

@@ -23,12 +23,20 @@ class Hypothesis:
 
 
 class StepDecoder:
-    """Next-token log-probabilities for a batch of prefixes, with or without the incremental cache."""
+    """Next-token log-probabilities for a batch of prefixes, with or without the incremental cache.
+
+    With `beams` K, the prefixes come in groups of K per sentence of memory [B,S,D]: the cache lets each
+    group share its sentence's memory row; the full recomputation copies each row K times.
+    """
 
     def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool, max_len: int,
-                 min_len: int = 0):
+                 min_len: int = 0, no_repeat_ngram_size: int = 0, beams: int = 1):
+        if not use_cache and beams > 1:
+            rows = torch.arange(memory.size(0), device=memory.device).repeat_interleave(beams)
+            memory, src_mask = memory.index_select(0, rows), src_mask.index_select(0, rows)  # [B·K,S,D]
         self.model, self.memory, self.src_mask, self.min_len = model, memory, src_mask, min_len
-        self.cache: DecoderCache | None = model.decoder.new_cache(max_len) if use_cache else None
+        self.no_repeat_ngram_size, self.beams = no_repeat_ngram_size, beams
+        self.cache: DecoderCache | None = model.decoder.new_cache(max_len, beams) if use_cache else None
 
     def log_probs(self, prefixes: Tensor) -> Tensor:
         """prefixes [N, t] (BOS first) → log-probabilities of the next token [N, V]."""
@@ -40,24 +48,40 @@ class StepDecoder:
         log_probs[:, [PAD, BOS]] = float("-inf")  # never outputs
         if prefixes.size(1) <= self.min_len:  # fewer than min_len tokens so far (BOS aside): no EOS yet
             log_probs[:, EOS] = float("-inf")
+        if self.no_repeat_ngram_size:
+            block_repeated_ngrams(log_probs, prefixes[:, 1:], self.no_repeat_ngram_size)
         return log_probs
 
     def select(self, rows: Tensor, same_sentences: bool) -> None:
         """Keep rows `rows` of the batch, in that order (beam search reorders its hypotheses). With
         `same_sentences`, each row stays among its sentence's rows, so the memory rows need no reordering."""
         if not same_sentences:
-            self.memory = self.memory.index_select(0, rows)
-            self.src_mask = self.src_mask.index_select(0, rows)
+            memory_rows = rows if self.cache is None else rows.view(-1, self.beams)[:, 0] // self.beams
+            self.memory = self.memory.index_select(0, memory_rows)
+            self.src_mask = self.src_mask.index_select(0, memory_rows)
         if self.cache is not None:
             self.cache.select(rows, cross=not same_sentences)
 
 
+def block_repeated_ngrams(log_probs: Tensor, tokens: Tensor, n: int) -> None:
+    """Forbid each next token that would repeat an n-gram already in its row of `tokens` [N, t] (the output so
+    far): where the last n-1 tokens occurred before, the token that followed them then gets -inf in log_probs."""
+    if tokens.size(1) < n:
+        return
+    grams = tokens.unfold(1, n, 1)                                            # [N, t-n+1, n]
+    context = tokens[:, tokens.size(1) - n + 1:]                              # [N, n-1]
+    repeats = (grams[:, :, :-1] == context[:, None, :]).all(dim=-1)           # [N, t-n+1]
+    rows, starts = repeats.nonzero(as_tuple=True)
+    log_probs[rows, grams[rows, starts, -1]] = float("-inf")
+
+
 @torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
 def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: bool = True,
-                  min_len: int = 0) -> list[Hypothesis]:
+                  min_len: int = 0, no_repeat_ngram_size: int = 0) -> list[Hypothesis]:
     """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step."""
     src_mask = make_pad_mask(src, PAD)                                      # [B,1,1,S]
-    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache, int(max_len.max()), min_len)
+    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache, int(max_len.max()), min_len,
+                          no_repeat_ngram_size)
     batch = src.size(0)
     ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
     log_prob = torch.zeros(batch, device=src.device)
@@ -80,7 +104,8 @@ def length_penalty(length: int, alpha: float) -> float:
 
 @torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
 def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int, alpha: float = 0.0,
-                nbest: int = 1, use_cache: bool = True, min_len: int = 0) -> list[list[Hypothesis]]:
+                nbest: int = 1, use_cache: bool = True, min_len: int = 0,
+                no_repeat_ngram_size: int = 0) -> list[list[Hypothesis]]:
     """Batched beam search: B sentences × K beams decoded together. Returns the `nbest` best outputs per
     sentence, best first, by log-probability / length_penalty(output length incl. EOS, alpha).
 
@@ -90,10 +115,8 @@ def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int
     batch, k = src.size(0), beam_size
     device = src.device
     src_mask = make_pad_mask(src, PAD)
-    memory = model.encode(src, src_mask)
-    rows = torch.arange(batch, device=device).repeat_interleave(k)                  # [B*K] sentence of each row
-    decoder = StepDecoder(model, memory.index_select(0, rows), src_mask.index_select(0, rows), use_cache,
-                          int(max_len.max()), min_len)
+    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache, int(max_len.max()), min_len,
+                          no_repeat_ngram_size, beams=k)
     ys = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)          # [B*K, t]
     scores = torch.full((batch, k), float("-inf"), device=device)
     scores[:, 0] = 0.0                                                              # one live beam at first
@@ -106,9 +129,10 @@ def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int
         candidates = (scores.view(-1, 1) + log_probs).view(len(active), k * vocab)   # [N, K*V]
         top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)      # [N, 2K]: room after EOS
         top_rows = top_index // vocab + torch.arange(len(active), device=device)[:, None] * k
+        top_scores, top_rows, top_tokens = top_scores.tolist(), top_rows.tolist(), (top_index % vocab).tolist()
         survivors, still_active = [], []                                            # (row, token, score)
         for n, sentence in enumerate(active):
-            ranked = zip(top_scores[n].tolist(), top_rows[n].tolist(), (top_index[n] % vocab).tolist())
+            ranked = zip(top_scores[n], top_rows[n], top_tokens[n])
             at_limit = step + 1 >= limits[sentence]
             kept = _extend(ranked, ys, k, at_limit, alpha, finished[sentence])
             if kept and not _done(finished[sentence], kept[0][2], nbest, limits[sentence], alpha):

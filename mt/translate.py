@@ -34,10 +34,11 @@ def translate_nbest(model: Transformer, tokenizer: Tokenizer, lines: list[str], 
         limits = [output_limit(decode, len(src_ids[i]), model.config.max_positions) for i in chunk]
         max_len = torch.tensor(limits, device=device)
         if decode.beam_size == 1:
-            found = [[h] for h in greedy_search(model, src, max_len, min_len=decode.min_len)]
+            found = [[h] for h in greedy_search(model, src, max_len, min_len=decode.min_len,
+                                                no_repeat_ngram_size=decode.no_repeat_ngram_size)]
         else:
             found = beam_search(model, src, max_len, decode.beam_size, decode.alpha, decode.nbest,
-                                min_len=decode.min_len)
+                                min_len=decode.min_len, no_repeat_ngram_size=decode.no_repeat_ngram_size)
         for i, hyps in zip(chunk, found):
             texts = tokenizer.decode_tgt([h.tokens for h in hyps])
             outputs[i] = [Translation(text, h.score) for text, h in zip(texts, hyps)]

@@ -2,8 +2,9 @@
 # The quality benchmark: the quick-start recipe (configs/tatoeba-cpu.yaml) trained for exactly 20 minutes of
 # wall-clock on this machine, then scored on the Tatoeba test set with sacreBLEU (13a). Nothing reads the test
 # set before the end: the checkpoint (best by dev BLEU, or the average of the last 3) and the length penalty
-# (0.6 or 1.0) are chosen on the dev set with beam 5. Also prints greedy scores, the number of greedy outputs
-# that loop (a word or a pair of words three times in a row), and the translation of 我爱你.
+# (0.6 or 1.0) are chosen on the dev set with beam 5. Also prints greedy scores and the number of greedy outputs
+# that loop (a word or a pair of words three times in a row), plain (--no-repeat-ngram 0) and with the recipe's
+# decode settings (which the beam search uses too), and the translation of 我爱你.
 # Usage, from the project root: bash scripts/bench_quality.sh [RUN_DIR]   (about 25 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,9 +31,8 @@ echo "chosen on dev: $chosen.pt, alpha $chosen_alpha"
 CKPT="$RUN/checkpoints/$chosen.pt"
 echo "== Tatoeba test, beam 5, alpha $chosen_alpha"
 mt evaluate --checkpoint "$CKPT" --src $DATA/test.zh --ref $DATA/test.en --beam 5 --alpha "$chosen_alpha"
-echo "== Tatoeba test, greedy"
-mt evaluate --checkpoint "$CKPT" --src $DATA/test.zh --ref $DATA/test.en --beam 1 --output "$RUN/test.greedy.en"
-python - "$RUN/test.greedy.en" <<'EOF'
+count_loops() {  # FILE: how many lines repeat a word or a pair of words three times in a row
+  python - "$1" <<'EOF'
 import re, sys
 lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
 def loops(line: str) -> bool:
@@ -41,5 +41,13 @@ def loops(line: str) -> bool:
 looping = [line for line in lines if loops(line)]
 print(f"greedy outputs that loop: {len(looping)} of {len(lines)}" + (f", e.g. {looping[0]!r}" if looping else ""))
 EOF
+}
+echo "== Tatoeba test, greedy"
+mt evaluate --checkpoint "$CKPT" --src $DATA/test.zh --ref $DATA/test.en --beam 1 --no-repeat-ngram 0 \
+  --output "$RUN/test.greedy.en"
+count_loops "$RUN/test.greedy.en"
+echo "== Tatoeba test, greedy, with the recipe's decode.no_repeat_ngram_size"
+mt evaluate --checkpoint "$CKPT" --src $DATA/test.zh --ref $DATA/test.en --beam 1 --output "$RUN/test.greedy-recipe.en"
+count_loops "$RUN/test.greedy-recipe.en"
 echo "== 我爱你 (beam 5)"
 mt translate --checkpoint "$CKPT" --beam 5 --alpha "$chosen_alpha" "我爱你"

@@ -70,6 +70,9 @@ def test_nbest_beam_and_the_ctranslate2_engine(workdir):
                 cwd=workdir)
     assert theirs.returncode == 0, theirs.stderr
     assert theirs.stdout == ours.stdout
+    for engine in (["--engine", "ctranslate2", "--checkpoint", "ct2"], []):  # the option reaches both searches
+        blocked = mt("translate", *engine, "--beam", "2", "--no-repeat-ngram", "2", "我爱你", cwd=workdir)
+        assert blocked.returncode == 0 and blocked.stdout.strip(), blocked.stderr
 
 
 def test_evaluate_the_configs_test_set_and_an_existing_output(workdir):

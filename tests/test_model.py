@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from mt.model import (LayerCache, MultiHeadAttention, PositionalEncoding, TokenEmbedding, make_causal_mask, make_pad_mask,
-                      make_tgt_mask, scaled_dot_product_attention)
+from mt.model import (LayerCache, MultiHeadAttention, PositionalEncoding, TokenEmbedding, make_causal_mask,
+                      make_pad_mask, make_tgt_mask, scaled_dot_product_attention)
 from mt.tokenizer import BOS, EOS, PAD
 
 

@@ -8,7 +8,7 @@ import torch
 from conftest import tiny_model
 from mt.config import DecodeConfig
 from mt.model import make_pad_mask
-from mt.search import StepDecoder, beam_search, greedy_search, length_penalty
+from mt.search import StepDecoder, beam_search, block_repeated_ngrams, greedy_search, length_penalty
 from mt.tokenizer import BOS, EOS, PAD
 from mt.translate import translate_nbest, translate_stream
 
@@ -154,3 +154,32 @@ def test_min_len_forces_outputs_to_run_on():
     assert [len(h.tokens) for h in greedy_search(model, SRC, torch.tensor([6, 6, 6]), min_len=4)] == [4, 4, 4]
     for hyps in beam_search(model, SRC, torch.tensor([6, 6, 6]), beam_size=3, min_len=4):
         assert len(hyps[0].tokens) == 4
+
+
+def test_block_repeated_ngrams_forbids_only_the_token_that_would_repeat_one():
+    tokens = torch.tensor([[5, 6, 7, 5, 6], [5, 6, 7, 8, 9]])
+    for n, banned in ((3, [7]), (2, [7]), (1, [5, 6, 7])):
+        log_probs = torch.zeros(2, 12)
+        block_repeated_ngrams(log_probs, tokens, n)
+        assert torch.isinf(log_probs[0]).nonzero().flatten().tolist() == banned
+        assert not torch.isinf(log_probs[1]).any() or n == 1  # row 2's context never occurred before (n > 1)
+
+
+def repeats_an_ngram(tokens: list[int], n: int) -> bool:
+    grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_no_output_repeats_an_ngram_when_asked(beam):
+    model = peaky_model(vocab=12)  # few words and long outputs: plain search repeats n-grams
+    src, limit = SRC, torch.tensor([20, 20, 20])
+    plain = beam_search(model, src, limit, beam_size=beam, min_len=20)
+    assert any(repeats_an_ngram(hyps[0].tokens, 2) for hyps in plain)
+    blocked = beam_search(model, src, limit, beam_size=beam, no_repeat_ngram_size=2)
+    assert not any(repeats_an_ngram(hyps[0].tokens, 2) for hyps in blocked)
+    if beam == 1:
+        greedy = greedy_search(model, src, limit, no_repeat_ngram_size=2)
+        assert [h.tokens for h in greedy] == [hyps[0].tokens for hyps in blocked]
+        cached = greedy_search(model, src, limit, no_repeat_ngram_size=2, use_cache=False)
+        assert [h.tokens for h in greedy] == [h.tokens for h in cached]
