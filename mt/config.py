@@ -85,6 +85,10 @@ class DataConfig:
     chinese_script: str = "simplified"  # a zh side is converted to it (OpenCC) before tokenising: or traditional, keep
     dev_max_sentences: int = 0  # validate on the first N dev pairs (0: all)
 
+    def training_corpora(self) -> dict[str, CorpusConfig]:
+        """data.train and data.extra_train, by the names that errors and reports give them."""
+        return {"train": self.train} | {f"extra_train[{i}]": c for i, c in enumerate(self.extra_train)}
+
     def scripts(self) -> tuple[str, str]:
         """The script that each side's text is converted to before tokenising; "keep" unless it is Chinese."""
         return tuple(self.chinese_script if lang.split("-")[0] == "zh" else "keep"
@@ -253,8 +257,7 @@ def validate(config: Config) -> None:
     for ok, key, why in checks:
         if not ok:
             raise MtError(f"config key {key}: {why}")
-    corpora = {"train": d.train, "dev": d.dev, "test": d.test}
-    corpora |= {f"extra_train[{i}]": corpus for i, corpus in enumerate(d.extra_train)}
+    corpora = d.training_corpora() | {"dev": d.dev, "test": d.test}
     for name, corpus in corpora.items():
         if corpus.path and corpus.hub:
             raise MtError(f"config key data.{name}: set either path or hub, not both")

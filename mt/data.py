@@ -113,7 +113,7 @@ class TrainingMixture:
     other in `pairs`; `rows` lists an epoch's rows, each corpus's `repeat` times."""
 
     def __init__(self, data: DataConfig, seed: int):
-        corpora = {"train": data.train} | {f"extra_train[{i}]": c for i, c in enumerate(data.extra_train)}
+        corpora = data.training_corpora()
         self.names = list(corpora)
         self.repeats = [corpus.repeat for corpus in corpora.values()]
         self.parts = [sample_pairs(read_corpus(corpus, data, name), corpus.max_pairs, seed)

@@ -168,7 +168,7 @@ class DecoderLayer(nn.Module):
                 if cache.cross_k is None:
                     cache.cross_k, cache.cross_v = self.cross_attn.keys_values(memory, memory)
                 k, v = cache.cross_k, cache.cross_v
-                if cache.beams > 1:  # a sentence's beams [B·K,T,D] become K·T queries of one row [B,K·T,D]
+                if y.size(0) != k.size(0):  # beam search: a sentence's K beams [B·K,T,D] → K·T queries [B,K·T,D]
                     out, _ = self.cross_attn.attend(y.reshape(memory.size(0), -1, y.size(-1)), k, v, src_mask)
                     return out.view(y.shape)
             out, weights = self.cross_attn.attend(y, k, v, src_mask, need_weights)
@@ -185,8 +185,8 @@ class LayerCache:
 
     The self-attention keys and values live in buffers with room for `capacity` positions, written in place:
     a step neither copies the past nor allocates memory, as torch.cat would at every token.
-    With `beams` K > 1 (beam search), decoder rows come in groups of K that translate the same sentence, and
-    the memory has one row per group: its keys and values are neither copied K times nor reordered.
+    In beam search, decoder rows come in groups of K that translate the same sentence, and the memory has one
+    row per group: its keys and values are neither copied K times nor reordered with the beams.
     """
 
     self_k: Tensor | None = None   # [B,H,capacity,d_k]: the keys of the `length` tokens produced so far, then room
@@ -195,7 +195,6 @@ class LayerCache:
     cross_k: Tensor | None = None  # [B,H,S,d_k] the memory's keys, projected once per sentence
     cross_v: Tensor | None = None  # [B,H,S,d_k]
     capacity: int = 64             # positions to make room for at first; doubled when full
-    beams: int = 1                 # decoder rows per memory row
     spare: tuple[Tensor, Tensor] | None = None  # buffers that select() writes reordered rows into, then swaps
 
     def append_self(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
@@ -216,12 +215,11 @@ class LayerCache:
             k[:, :, used], v[:, :, used] = self.self_k[:, :, used], self.self_v[:, :, used]
         self.self_k, self.self_v, self.capacity, self.spare = k, v, capacity, None
 
-    def select(self, rows: Tensor, cross: bool) -> None:
-        """Keep batch rows `rows` [N]; the memory's keys/values too unless `cross` is False (the rows then
-        belong to the same sentences as before, whose memory rows are alike)."""
-        if cross and self.cross_k is not None:
-            groups = rows.view(-1, self.beams)[:, 0] // self.beams  # the memory row of each group of beams
-            self.cross_k, self.cross_v = self.cross_k.index_select(0, groups), self.cross_v.index_select(0, groups)
+    def select(self, rows: Tensor, memory_rows: Tensor | None) -> None:
+        """Keep batch rows `rows` [N], and the memory's keys/values of `memory_rows` (None: keep them all)."""
+        if memory_rows is not None and self.cross_k is not None:
+            self.cross_k = self.cross_k.index_select(0, memory_rows)
+            self.cross_v = self.cross_v.index_select(0, memory_rows)
         if self.self_k is None:
             return
         if self.spare is None or self.spare[0].size(0) != len(rows):
@@ -245,10 +243,10 @@ class DecoderCache:
         """Target positions already decoded (the next token's position)."""
         return self.layers[0].length if self.layers else 0
 
-    def select(self, rows: Tensor, cross: bool = True) -> None:
+    def select(self, rows: Tensor, memory_rows: Tensor | None) -> None:
         """Keep batch rows `rows` [N] (beam search reorders and prunes hypotheses); see LayerCache.select."""
         for layer in self.layers:
-            layer.select(rows, cross)
+            layer.select(rows, memory_rows)
 
 
 class TokenEmbedding(nn.Module):
@@ -315,10 +313,9 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_decoder_layers))
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 
-    def new_cache(self, capacity: int = 64, beams: int = 1) -> DecoderCache:
-        """An empty cache with room for `capacity` target positions (it grows if a search needs more), for
-        `beams` decoder rows per memory row (see LayerCache)."""
-        return DecoderCache([LayerCache(capacity=capacity, beams=beams) for _ in self.layers])
+    def new_cache(self, capacity: int = 64) -> DecoderCache:
+        """An empty cache with room for `capacity` target positions (it grows if a search needs more)."""
+        return DecoderCache([LayerCache(capacity=capacity) for _ in self.layers])
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None,
                 need_weights: bool = False, cache: DecoderCache | None = None) -> tuple[Tensor, list[Tensor]]:

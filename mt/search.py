@@ -36,7 +36,7 @@ class StepDecoder:
             memory, src_mask = memory.index_select(0, rows), src_mask.index_select(0, rows)  # [B·K,S,D]
         self.model, self.memory, self.src_mask, self.min_len = model, memory, src_mask, min_len
         self.no_repeat_ngram_size, self.beams = no_repeat_ngram_size, beams
-        self.cache: DecoderCache | None = model.decoder.new_cache(max_len, beams) if use_cache else None
+        self.cache: DecoderCache | None = model.decoder.new_cache(max_len) if use_cache else None
 
     def log_probs(self, prefixes: Tensor) -> Tensor:
         """prefixes [N, t] (BOS first) → log-probabilities of the next token [N, V]."""
@@ -55,12 +55,13 @@ class StepDecoder:
     def select(self, rows: Tensor, same_sentences: bool) -> None:
         """Keep rows `rows` of the batch, in that order (beam search reorders its hypotheses). With
         `same_sentences`, each row stays among its sentence's rows, so the memory rows need no reordering."""
-        if not same_sentences:
+        memory_rows = None
+        if not same_sentences:  # with the cache, one memory row per group of beams: the group's sentence
             memory_rows = rows if self.cache is None else rows.view(-1, self.beams)[:, 0] // self.beams
             self.memory = self.memory.index_select(0, memory_rows)
             self.src_mask = self.src_mask.index_select(0, memory_rows)
         if self.cache is not None:
-            self.cache.select(rows, cross=not same_sentences)
+            self.cache.select(rows, memory_rows)
 
 
 def block_repeated_ngrams(log_probs: Tensor, tokens: Tensor, n: int) -> None:

@@ -151,7 +151,7 @@ def test_the_decoder_cache_grows_and_reorders_like_concatenation():
         all_k, all_v = cache.append_self(k, v)
         assert torch.equal(all_k, reference_k) and torch.equal(all_v, reference_v)
         rows, batch = torch.tensor(rows), len(rows)  # reorder rows, or drop one, as beam search does
-        cache.select(rows, cross=True)
+        cache.select(rows, memory_rows=None)
         reference_k, reference_v = reference_k[rows], reference_v[rows]
         assert torch.equal(cache.self_k[:, :, :cache.length], reference_k)
         assert torch.equal(cache.self_v[:, :, :cache.length], reference_v)
