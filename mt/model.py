@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mt.config import ModelConfig
+from mt.packing import Linear  # nn.Linear, with MKL-packed weights while a search decodes on the CPU
 
 
 def make_pad_mask(tokens: Tensor, pad_idx: int) -> Tensor:
@@ -54,10 +55,10 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.num_heads = num_heads
         self.d_k = d_model // num_heads
-        self.w_q = nn.Linear(d_model, d_model)
-        self.w_k = nn.Linear(d_model, d_model)
-        self.w_v = nn.Linear(d_model, d_model)
-        self.w_o = nn.Linear(d_model, d_model)
+        self.w_q = Linear(d_model, d_model)
+        self.w_k = Linear(d_model, d_model)
+        self.w_v = Linear(d_model, d_model)
+        self.w_o = Linear(d_model, d_model)
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None,
                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -89,8 +90,8 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int):
         super().__init__()
-        self.w_1 = nn.Linear(d_model, d_ff)
-        self.w_2 = nn.Linear(d_ff, d_model)
+        self.w_1 = Linear(d_model, d_ff)
+        self.w_2 = Linear(d_ff, d_model)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w_2(F.relu(self.w_1(x)))
@@ -333,7 +334,7 @@ class Generator(nn.Module):
 
     def __init__(self, d_model: int, vocab_size: int):
         super().__init__()
-        self.proj = nn.Linear(d_model, vocab_size, bias=False)
+        self.proj = Linear(d_model, vocab_size, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.proj(x)

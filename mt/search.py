@@ -2,7 +2,8 @@
 
 Both encode the source once and feed the decoder one new token per step, keeping each layer's keys and values
 in a DecoderCache (use_cache=False re-runs the decoder over the whole prefix instead: the reference the
-cached path must match). An output is its tokens up to and including EOS, or `max_len` tokens without one.
+cached path must match). On the CPU, the cached path's steps multiply by packed weights (mt/packing.py).
+An output is its tokens up to and including EOS, or `max_len` tokens without one.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 from torch import Tensor
 
 from mt.model import DecoderCache, Transformer, make_pad_mask, make_tgt_mask
+from mt.packing import packed_weights
 from mt.tokenizer import BOS, EOS, PAD
 
 
@@ -87,14 +89,15 @@ def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: b
     ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
     log_prob = torch.zeros(batch, device=src.device)
     finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    for step in range(int(max_len.max())):
-        best, next_token = decoder.log_probs(ys).max(dim=-1)               # [B], [B]
-        log_prob += best.masked_fill(finished, 0.0)
-        next_token = next_token.masked_fill(finished, PAD)
-        ys = torch.cat([ys, next_token[:, None]], dim=1)
-        finished |= (next_token == EOS) | (step + 1 >= max_len)
-        if finished.all():
-            break
+    with _packed(model, use_cache, rows=batch):  # finished rows stay in the batch: every step has B rows
+        for step in range(int(max_len.max())):
+            best, next_token = decoder.log_probs(ys).max(dim=-1)               # [B], [B]
+            log_prob += best.masked_fill(finished, 0.0)
+            next_token = next_token.masked_fill(finished, PAD)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            finished |= (next_token == EOS) | (step + 1 >= max_len)
+            if finished.all():
+                break
     return [Hypothesis(tokens, lp) for tokens, lp in zip(map(_strip, ys[:, 1:].tolist()), log_prob.tolist())]
 
 
@@ -124,30 +127,37 @@ def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     active = list(range(batch))                                                     # sentences still searching
     limits = max_len.tolist()
-    for step in range(int(max_len.max())):
-        log_probs = decoder.log_probs(ys)                                           # [N*K, V]
-        vocab = log_probs.size(-1)
-        candidates = (scores.view(-1, 1) + log_probs).view(len(active), k * vocab)   # [N, K*V]
-        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)      # [N, 2K]: room after EOS
-        top_rows = top_index // vocab + torch.arange(len(active), device=device)[:, None] * k
-        top_scores, top_rows, top_tokens = top_scores.tolist(), top_rows.tolist(), (top_index % vocab).tolist()
-        survivors, still_active = [], []                                            # (row, token, score)
-        for n, sentence in enumerate(active):
-            ranked = zip(top_scores[n], top_rows[n], top_tokens[n])
-            at_limit = step + 1 >= limits[sentence]
-            kept = _extend(ranked, ys, k, at_limit, alpha, finished[sentence])
-            if kept and not _done(finished[sentence], kept[0][2], nbest, limits[sentence], alpha):
-                survivors += kept + [(kept[0][0], PAD, float("-inf"))] * (k - len(kept))  # dead rows: -inf
-                still_active.append(sentence)
-        if not still_active:
-            break
-        rows_kept, tokens, kept_scores = zip(*survivors)
-        index = torch.tensor(rows_kept, device=device)
-        ys = torch.cat([ys.index_select(0, index), torch.tensor(tokens, device=device)[:, None]], dim=1)
-        scores = torch.tensor(kept_scores, device=device).view(-1, k)
-        decoder.select(index, same_sentences=len(still_active) == len(active))
-        active = still_active
+    with _packed(model, use_cache, rows=batch * k):  # until a sentence finishes and leaves the batch
+        for step in range(int(max_len.max())):
+            log_probs = decoder.log_probs(ys)                                           # [N*K, V]
+            vocab = log_probs.size(-1)
+            candidates = (scores.view(-1, 1) + log_probs).view(len(active), k * vocab)   # [N, K*V]
+            top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)      # [N, 2K]: room after EOS
+            top_rows = top_index // vocab + torch.arange(len(active), device=device)[:, None] * k
+            top_scores, top_rows, top_tokens = top_scores.tolist(), top_rows.tolist(), (top_index % vocab).tolist()
+            survivors, still_active = [], []                                            # (row, token, score)
+            for n, sentence in enumerate(active):
+                ranked = zip(top_scores[n], top_rows[n], top_tokens[n])
+                at_limit = step + 1 >= limits[sentence]
+                kept = _extend(ranked, ys, k, at_limit, alpha, finished[sentence])
+                if kept and not _done(finished[sentence], kept[0][2], nbest, limits[sentence], alpha):
+                    survivors += kept + [(kept[0][0], PAD, float("-inf"))] * (k - len(kept))  # dead rows: -inf
+                    still_active.append(sentence)
+            if not still_active:
+                break
+            rows_kept, tokens, kept_scores = zip(*survivors)
+            index = torch.tensor(rows_kept, device=device)
+            ys = torch.cat([ys.index_select(0, index), torch.tensor(tokens, device=device)[:, None]], dim=1)
+            scores = torch.tensor(kept_scores, device=device).view(-1, k)
+            decoder.select(index, same_sentences=len(still_active) == len(active))
+            active = still_active
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
+
+
+def _packed(model: Transformer, use_cache: bool, rows: int):
+    """The cached search multiplies steps of `rows` rows by packed weights (mt/packing.py); the full
+    recomputation, the reference it must match, multiplies plainly."""
+    return packed_weights([model.decoder, model.generator] if use_cache else [], rows)
 
 
 def _extend(ranked, ys: Tensor, k: int, at_limit: bool, alpha: float,

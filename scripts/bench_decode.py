@@ -7,10 +7,14 @@
 2. real (with --checkpoint): a trained model on the first 500 sentences of newstest2021, greedy and beam 4,
    mt against its CTranslate2 export (outputs end at EOS, as in normal use).
 
-Each (engine, workload) runs in its own process, so that peak memory is its own. Run it right before or after
-the harness (`PEERS="torchref hf ct2" bash ../shared/bench/peers/run_all.sh`), on an otherwise idle machine:
+Each (engine, workload) runs in its own process, so that peak memory is its own. With --peers, each repeat
+also runs the harness's own decoding benchmark of those toolkits, in turn with mt's, so that this machine's
+drift spreads over every row; the script then prints mt's speed as ratios of theirs. The peers' virtual
+environments and models must exist: run the harness once before (`bash ../shared/bench/peers/run_all.sh`,
+with onmt in PEERS for OpenNMT-py and its CTranslate2 conversion). On an otherwise idle machine:
 
-    python scripts/bench_decode.py [--checkpoint runs/tatoeba-cpu/checkpoints/best.pt] [--repeats 3]
+    python scripts/bench_decode.py --peers torchref hf onmt ct2 --repeats 5
+    python scripts/bench_decode.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt --repeats 3
 """
 
 from __future__ import annotations
@@ -29,6 +33,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT.parent / "shared" / "bench" / "peers"
 NEWS = ROOT.parent / "shared" / "data" / "zh-en" / "wmt21" / "newstest2021.zh-en.zh"
 ENGINES = ("mt", "ctranslate2")
+PEER_VENVS = Path("/tmp/peers")  # where the harness's install_peers.sh puts them
+PEER_DECODERS = {  # harness name → (its venv, its decoding benchmark); CTranslate2 with its faster fp32 model
+    "torchref": ("torchref", ["bench_torchref.py", "decode"]),
+    "hf": ("hf", ["bench_hf.py", "decode"]),
+    "onmt": ("onmt", ["bench_onmt.py", "decode"]),
+    "ct2": ("ct2", ["bench_ct2.py", "decode", "onmt", "float32"]),
+}
 
 
 def peers_common():
@@ -67,9 +78,9 @@ def synthetic(engine: str) -> list[dict]:
         tokens = decode(beam, inputs)
         seconds = time.perf_counter() - start
         results.append({"mode": mode, "sent_per_s": len(sources) / seconds, "tok_per_s": tokens / seconds,
-                        "out_tokens_per_sent": tokens / len(sources)})
+                        "out_tokens_per_sent": tokens / len(sources),
+                        "peak_rss_mb": c.peak_rss_mb()})  # the peak so far, as the harness records it
     for r in results:
-        r["peak_rss_mb"] = c.peak_rss_mb()
         if os.environ.get("BENCH_RESULTS"):
             c.record(peer=f"mt ({engine})", kind="decode", mode=r["mode"], sent_per_s=round(r["sent_per_s"], 2),
                      out_tokens_per_sent=r["out_tokens_per_sent"], peak_rss_mb=round(r["peak_rss_mb"], 1),
@@ -154,11 +165,54 @@ def _ct2_decoder(model, vocabulary: list[str], batch_size: int, threads: int, fi
     return decode
 
 
+def run_peer(name: str, results: Path) -> None:
+    """The harness's decoding benchmark of one peer, appending its rows to `results`."""
+    venv, script = PEER_DECODERS[name]
+    threads = os.environ.get("BENCH_THREADS", "2")
+    env = {**os.environ, "BENCH_RESULTS": str(results), "BENCH_THREADS": threads, "OMP_NUM_THREADS": threads,
+           "MKL_NUM_THREADS": threads, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run([str(PEER_VENVS / venv / "bin" / "python"), *script], cwd=PEERS, env=env,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"peer {name} failed (has the harness been run once?): {done.stderr.strip()[-300:]}")
+
+
+def peer_rows(results: Path) -> dict[tuple[str, str, str], list[dict]]:
+    """("synthetic", peer, mode) → the decoding rows the peers wrote to `results`."""
+    rows = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    table: dict[tuple[str, str, str], list[dict]] = {}
+    for row in rows:
+        if row.get("kind") == "decode" and not row["peer"].startswith("mt "):
+            row["tok_per_s"] = row["sent_per_s"] * row["out_tokens_per_sent"]
+            table.setdefault(("synthetic", row["peer"], row["mode"]), []).append(row)
+    return table
+
+
+def print_tables(table: dict, peers: list[str], repeats: int) -> None:
+    """Every engine's median speed, then mt's own search as ratios of each peer's."""
+    def median(key, field="sent_per_s"):
+        return statistics.median(r[field] for r in table[key])
+
+    print(f"| workload | engine | mode | sent/s, median of {repeats} (range) | output tok/s | peak RSS MB |")
+    print("|---|---|---|---:|---:|---:|")
+    for key, rows in table.items():
+        speeds = [r["sent_per_s"] for r in rows]
+        print(f"| {' | '.join(key)} | {median(key):.1f} ({min(speeds):.1f}–{max(speeds):.1f}) "
+              f"| {median(key, 'tok_per_s'):,.0f} | {median(key, 'peak_rss_mb'):,.0f} |")
+    if peers:
+        print("\n| mt's own search against | greedy | beam 4 |\n|---|---:|---:|")
+    for peer in peers:
+        ratios = [median(("synthetic", "mt", mode)) / median(("synthetic", peer, mode)) for mode in ("greedy", "beam4")]
+        print(f"| {peer} | {ratios[0]:.2f}× | {ratios[1]:.2f}× |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, help="also time a trained model on real news sentences")
     parser.add_argument("--sentences", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--peers", nargs="*", default=[], choices=sorted(PEER_DECODERS),
+                        help="also run these toolkits' decoding benchmarks from the harness, interleaved")
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "ENGINE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -167,8 +221,12 @@ def main() -> None:
         print(json.dumps(rows))
         return
     workloads = ["synthetic"] + (["real"] if args.checkpoint else [])
+    results = Path(os.environ.get("BENCH_RESULTS") or Path(tempfile.mkdtemp()) / "peers.jsonl")
+    before = peer_rows(results)  # rows of earlier runs in the same file are not this run's
     table = {}
     for _ in range(args.repeats):  # round-robin, so that machine noise spreads over every row
+        for peer in args.peers:
+            run_peer(peer, results)
         for workload in workloads:
             for engine in ENGINES:
                 command = [sys.executable, __file__, "--child", workload, engine, "--sentences", str(args.sentences)]
@@ -177,12 +235,9 @@ def main() -> None:
                 output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
                 for row in json.loads(output.strip().splitlines()[-1]):
                     table.setdefault((workload, engine, row["mode"]), []).append(row)
-    print(f"| workload | engine | mode | sent/s (median of {args.repeats}) | output tok/s | peak RSS MB |")
-    print("|---|---|---|---:|---:|---:|")
-    for (workload, engine, mode), rows in table.items():
-        median = lambda key: statistics.median(r[key] for r in rows)  # noqa: E731
-        print(f"| {workload} | {engine} | {mode} | {median('sent_per_s'):.1f} | {median('tok_per_s'):,.0f} "
-              f"| {median('peak_rss_mb'):,.0f} |")
+    peers = {key: rows[len(before.get(key, [])):] for key, rows in peer_rows(results).items()}
+    peers = {key: rows for key, rows in peers.items() if rows}
+    print_tables({**peers, **table}, list(dict.fromkeys(peer for _, peer, _ in peers)), args.repeats)
 
 
 if __name__ == "__main__":

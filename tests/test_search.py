@@ -44,6 +44,20 @@ def test_cached_beam_equals_full_recomputation(alpha):
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
 
 
+def test_cached_search_with_packed_weights_equals_full_recomputation():
+    """8 rows, greedy or 2 sentences × 4 beams: a step size whose weights are packed (mt/packing.py)."""
+    model = peaky_model()
+    src, max_len = SRC.repeat(3, 1)[:8], MAX_LEN.repeat(3)[:8]
+    cached, full = greedy_search(model, src, max_len), greedy_search(model, src, max_len, use_cache=False)
+    assert [h.tokens for h in cached] == [h.tokens for h in full]
+    assert [h.score for h in cached] == pytest.approx([h.score for h in full], abs=1e-5)
+    cached = beam_search(model, src[:2], max_len[:2], beam_size=4, alpha=0.6, nbest=4)
+    full = beam_search(model, src[:2], max_len[:2], beam_size=4, alpha=0.6, nbest=4, use_cache=False)
+    for a, b in zip(cached, full):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+
+
 @pytest.mark.parametrize("beam", [1, 3])
 def test_each_sentence_keeps_its_own_length_budget(beam):
     model = peaky_model()
