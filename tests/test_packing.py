@@ -4,7 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import tiny_model
 from mt.packing import ROWS, Linear, can_pack, packed_weights
+from mt.search import greedy_search
+from mt.tokenizer import EOS
 
 pytestmark = pytest.mark.skipif(not can_pack(torch.zeros(1)), reason="this PyTorch build has no MKL")
 
@@ -58,10 +61,6 @@ def test_steps_outside_the_packed_sizes_multiply_plainly(rows):
 
 
 def test_search_decodes_with_packed_weights(monkeypatch):
-    from conftest import tiny_model
-    from mt.search import greedy_search
-    from mt.tokenizer import EOS
-
     model, seen = tiny_model(), []
     plain_forward = Linear.forward
 
