@@ -54,6 +54,11 @@ class StepDecoder:
             block_repeated_ngrams(log_probs, prefixes[:, 1:], self.no_repeat_ngram_size)
         return log_probs
 
+    def packed(self, rows: int):
+        """A block in which the cached decoder's steps of `rows` rows multiply by packed weights (mt/packing.py);
+        the full recomputation, the reference the cache must match, multiplies plainly."""
+        return packed_weights([self.model.decoder, self.model.generator] if self.cache is not None else [], rows)
+
     def select(self, rows: Tensor, same_sentences: bool) -> None:
         """Keep rows `rows` of the batch, in that order (beam search reorders its hypotheses). With
         `same_sentences`, each row stays among its sentence's rows, so the memory rows need no reordering."""
@@ -89,7 +94,7 @@ def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: b
     ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
     log_prob = torch.zeros(batch, device=src.device)
     finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    with _packed(model, use_cache, rows=batch):  # finished rows stay in the batch: every step has B rows
+    with decoder.packed(rows=batch):  # finished rows stay in the batch: every step has B rows
         for step in range(int(max_len.max())):
             best, next_token = decoder.log_probs(ys).max(dim=-1)               # [B], [B]
             log_prob += best.masked_fill(finished, 0.0)
@@ -127,7 +132,7 @@ def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     active = list(range(batch))                                                     # sentences still searching
     limits = max_len.tolist()
-    with _packed(model, use_cache, rows=batch * k):  # until a sentence finishes and leaves the batch
+    with decoder.packed(rows=batch * k):  # until a sentence finishes and leaves the batch
         for step in range(int(max_len.max())):
             log_probs = decoder.log_probs(ys)                                           # [N*K, V]
             vocab = log_probs.size(-1)
@@ -152,12 +157,6 @@ def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int
             decoder.select(index, same_sentences=len(still_active) == len(active))
             active = still_active
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
-
-
-def _packed(model: Transformer, use_cache: bool, rows: int):
-    """The cached search multiplies steps of `rows` rows by packed weights (mt/packing.py); the full
-    recomputation, the reference it must match, multiplies plainly."""
-    return packed_weights([model.decoder, model.generator] if use_cache else [], rows)
 
 
 def _extend(ranked, ys: Tensor, k: int, at_limit: bool, alpha: float,
