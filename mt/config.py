@@ -19,6 +19,7 @@ from mt.errors import MtError
 
 
 SCRIPTS = ("simplified", "traditional", "keep")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 @dataclass
@@ -114,7 +115,9 @@ class TrainConfig:
     clip_grad_norm: float = 0.0  # 0: no clipping (the paper does not clip)
     accum_steps: int = 1  # batches whose gradients are summed into one update (per process)
     precision: str = "auto"  # auto (bf16 on CUDA where supported, else fp32) | fp32 | bf16 | fp16 (loss scaling)
-    compile: bool = False  # torch.compile the model (dynamic shapes, so batches of new lengths do not recompile)
+    compile: bool = False  # torch.compile the model: one graph per length bucket, or one with dynamic shapes
+    compile_mode: str = "default"  # torch.compile's mode; "reduce-overhead" replays CUDA graphs (GPU, with buckets)
+    length_buckets: list[int] = field(default_factory=list)  # e.g. [16, 32, 64, 128]: batches of fixed shapes
     num_workers: int = 0  # processes that build batches ahead of the model (0: the training process itself)
     patience: int = 0  # stop after this many validations without a better dev BLEU (0: never stop early)
     tensorboard: bool = True  # also write TensorBoard event files to RUN/tensorboard
@@ -212,6 +215,7 @@ def save_config(config: Config, path: Path) -> None:
 def validate(config: Config) -> None:
     """Range checks that types alone cannot express."""
     m, t, d, k = config.model, config.train, config.data, config.tokenizer
+    buckets = t.length_buckets or [d.max_len]  # none is always valid
     checks = [
         (m.d_model > 0, "model.d_model", "must be positive"),
         (m.num_heads > 0 and m.d_model % m.num_heads == 0, "model.num_heads",
@@ -243,6 +247,12 @@ def validate(config: Config) -> None:
         (t.accum_steps >= 1, "train.accum_steps", "must be at least 1"),
         (t.precision in ("auto", "fp32", "bf16", "fp16"), "train.precision", "must be auto, fp32, bf16 or fp16"),
         (t.num_workers >= 0, "train.num_workers", "must be 0 or more"),
+        (t.compile_mode in COMPILE_MODES, "train.compile_mode", f"must be one of {', '.join(COMPILE_MODES)}"),
+        (buckets == sorted(set(buckets)) and buckets[0] > 0, "train.length_buckets",
+         "must be positive lengths in ascending order, e.g. [16, 32, 64, 128]"),
+        (buckets[-1] >= d.max_len, "train.length_buckets", f"the longest must hold data.max_len ({d.max_len}) tokens"),
+        (buckets[-1] <= t.max_tokens, "train.length_buckets",
+         f"a bucket over train.max_tokens ({t.max_tokens}) holds no pair"),
         (t.patience >= 0, "train.patience", "must be 0 (off) or more"),
         (config.decode.beam_size >= 1, "decode.beam_size", "must be at least 1"),
         (config.decode.alpha >= 0, "decode.alpha", "must be 0 or more"),
@@ -296,11 +306,13 @@ def _build(cls, raw, prefix: str, source: str, strict: bool = True):
         kind = hints[name]
         if dataclasses.is_dataclass(kind):
             values[name] = _build(kind, value or {}, f"{prefix}{name}.", source, strict)
-        elif typing.get_origin(kind) is list:  # a list of sections, e.g. data.extra_train
+        elif typing.get_origin(kind) is list:  # a list of sections (data.extra_train) or of values
             if not isinstance(value, list):
                 raise MtError(f"{source}: config key {prefix}{name} must be a list")
             item = typing.get_args(kind)[0]
-            values[name] = [_build(item, v or {}, f"{prefix}{name}[{i}].", source, strict) for i, v in enumerate(value)]
+            values[name] = [_build(item, v or {}, f"{prefix}{name}[{i}].", source, strict)
+                            if dataclasses.is_dataclass(item) else _check_type(v, item, f"{prefix}{name}[{i}]", source)
+                            for i, v in enumerate(value)]
         else:
             values[name] = _check_type(value, kind, f"{prefix}{name}", source)
     return cls(**values)

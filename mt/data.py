@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 from datasets.table import InMemoryTable
 
-from mt.batching import Batch, make_batch, token_batches
+from mt.batching import Batch, bucket_batches, bucket_shape, make_batch, token_batches
 from mt.config import CorpusConfig, DataConfig
 from mt.errors import MtError
 from mt.lines import read_lines, read_text_column
@@ -206,26 +206,41 @@ def filter_pairs(encoded: datasets.Dataset, max_len: int, name: str) -> tuple[np
 # ---------------------------------------------------------------- ids → training batches
 
 class TrainBatches:
-    """Endless training batches, addressed by (epoch, index) so that a resumed run sees the same data order."""
+    """Endless training batches, addressed by (epoch, index) so that a resumed run sees the same data order.
 
-    def __init__(self, encoded: datasets.Dataset, rows: np.ndarray, max_tokens: int, seed: int):
+    Without `buckets`, a batch is as long as its longest pair; with them, it has its bucket's fixed shape.
+    """
+
+    def __init__(self, encoded: datasets.Dataset, rows: np.ndarray, max_tokens: int, seed: int,
+                 buckets: list[int] | None = None):
         self.ids = encoded.select_columns(["src_ids", "tgt_ids"])
         src_len, tgt_len = lengths(encoded)
         self.rows, self.src_len, self.tgt_len = rows, src_len[rows], tgt_len[rows]  # pair i is encoded row rows[i]
-        self.max_tokens = max_tokens
-        self.seed = seed
+        self.max_tokens, self.seed, self.buckets = max_tokens, seed, buckets
 
     def epoch(self, epoch: int) -> list[np.ndarray]:
-        return token_batches(self.src_len, self.tgt_len, self.max_tokens, np.random.default_rng([self.seed, epoch]))
+        rng = np.random.default_rng([self.seed, epoch])
+        if self.buckets:
+            return bucket_batches(self.src_len, self.tgt_len, self.max_tokens, self.buckets, rng)
+        return token_batches(self.src_len, self.tgt_len, self.max_tokens, rng)
 
     def batch(self, indices: np.ndarray) -> Batch:
         pairs = self.ids[self.rows[indices].tolist()]
-        return make_batch(pairs["src_ids"], pairs["tgt_ids"])
+        return make_batch(pairs["src_ids"], pairs["tgt_ids"], self._shape(indices))
 
     def padding_ratio(self, epoch: int = 0) -> float:
         """Share of padded positions (both sides) in the epoch's batches."""
         real = padded = 0
         for indices in self.epoch(epoch):
             real += int(self.src_len[indices].sum() + self.tgt_len[indices].sum())
-            padded += len(indices) * int(self.src_len[indices].max() + self.tgt_len[indices].max())
+            if self.buckets:
+                rows, length = self._shape(indices)
+                padded += rows * (2 * length + 1)  # the target side holds BOS … EOS: L + 1 positions
+            else:
+                padded += len(indices) * int(self.src_len[indices].max() + self.tgt_len[indices].max())
         return 1.0 - real / padded
+
+    def _shape(self, indices: np.ndarray) -> tuple[int, int] | None:
+        if not self.buckets:
+            return None
+        return bucket_shape(self.src_len[indices], self.tgt_len[indices], self.max_tokens, self.buckets)

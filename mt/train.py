@@ -89,8 +89,9 @@ def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> 
     dev_encoded = encode_corpus(dev_pairs, tokenizer, cache, "dev")
     dev_rows, report = filter_pairs(dev_encoded, data.max_len, "dev")
     print(report)
-    return PreparedData(tokenizer, TrainBatches(train_encoded, train_rows, config.train.max_tokens, config.train.seed),
-                        dev_encoded.select(dev_rows))
+    t = config.train
+    train = TrainBatches(train_encoded, train_rows, t.max_tokens, t.seed, t.length_buckets)
+    return PreparedData(tokenizer, train, dev_encoded.select(dev_rows))
 
 
 MAX_SKIPPED_IN_A_ROW = 25  # fp16 loss scaling may skip a few steps while it finds its scale; more is divergence
@@ -128,10 +129,12 @@ class Trainer:
         self.network = self.model  # what a training step calls: the model, wrapped for DDP and/or compiled
         if world.is_distributed:  # DDP copies rank 0's initial weights to every process
             self.network = DistributedDataParallel(self.model, device_ids=[device] if device.type == "cuda" else None)
-        if t.compile:
-            self.network = torch.compile(self.network, dynamic=True)
+        if t.compile:  # length buckets: one static graph per bucket shape; none: one graph for every shape
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, len(t.length_buckets))
+            self.network = torch.compile(self.network, dynamic=not t.length_buckets, mode=t.compile_mode)
+        # On a GPU, fused Adam updates all parameters in a few kernels instead of several per parameter list.
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=(t.adam_beta1, t.adam_beta2),
-                                          eps=t.adam_eps)
+                                          eps=t.adam_eps, fused=device.type == "cuda")
         # LambdaLR counts from 0; update k (1-based) uses the paper's rate at step k.
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: inverse_sqrt_lr(
             s + 1, config.model.d_model, t.warmup_steps, t.lr_scale))
@@ -148,7 +151,8 @@ class Trainer:
     # ------------------------------------------------------------ one update
 
     def train_step(self, batches: list[Batch]) -> tuple[float, float] | None:
-        """One update from this process's `accum_steps` batches: forward, loss, backward, clip, Adam, schedule.
+        """One update from this process's `accum_steps` batches (on the CPU; counted there, then moved to the
+        device, so that counting waits for no GPU work): forward, loss, backward, clip, Adam, schedule.
 
         The loss is summed over the whole global batch (all accumulated batches, all processes) and divided by
         its target tokens, so k accumulated batches give the same update as one k-times-larger batch.
@@ -159,6 +163,7 @@ class Trainer:
         torch.manual_seed(int(np.random.SeedSequence(
             [self.config.train.seed, self.world.rank, self.position.step]).generate_state(1)[0]))
         local_tokens = sum(batch.num_tokens for batch in batches)
+        batches = [batch.to(self.device) for batch in batches]
         global_tokens = sum_across(self.world, local_tokens, self.device)
         scale = self.world.size / global_tokens  # DDP averages gradients over processes; this makes it a sum
         total = torch.zeros((), device=self.device)
@@ -298,7 +303,7 @@ class Trainer:
             while p.step < t.max_steps and not stop:
                 steps = self.step_batches(p.epoch)
                 for batches in self.loader(steps[p.batch_index:]):
-                    result = self.train_step([batch.to(self.device) for batch in batches])
+                    result = self.train_step(batches)
                     p.batch_index += 1
                     if result is None:
                         continue

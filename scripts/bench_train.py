@@ -108,8 +108,7 @@ def run(trainer: Trainer, updates, warmup: int) -> dict:
     device = trainer.device
     src_weights, tgt_weights = matmul_weights(trainer.model)
     elapsed = src_tokens = tgt_tokens = 0
-    for i, batches in enumerate(updates):
-        batches = [batch.to(device) for batch in batches]
+    for i, batches in enumerate(updates):  # on the CPU: train_step moves them to the device, as in training
         synchronize(device)
         start = time.perf_counter()
         trainer.train_step(batches)
@@ -141,7 +140,8 @@ def main() -> None:
         trainer, updates, c = peers_workload(args.steps)
         args.warmup, args.steps, name = c.WARMUP_STEPS, len(updates) - c.WARMUP_STEPS, "mt"
     dtype = str(trainer.dtype or torch.float32).removeprefix("torch.")
-    compiled = ", compiled" if trainer.config.train.compile else ""
+    t = trainer.config.train
+    compiled = f", compiled ({t.compile_mode}{', length buckets' if t.length_buckets else ''})" if t.compile else ""
     result = run(trainer, updates, args.warmup)
     print(f"{name} on {trainer.device} ({dtype}{compiled}): {result['tgt_tok_per_s']:,.0f} target tok/s, "
           f"{result['src_tok_per_s']:,.0f} source tok/s, {result['model_tflops']:.3g} model TFLOP/s = "

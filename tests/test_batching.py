@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from mt.batching import make_batch, token_batches
+from mt.batching import bucket_batches, bucket_shape, make_batch, token_batches
 from mt.tokenizer import BOS, EOS, PAD
 
 
@@ -25,3 +25,26 @@ def test_token_batches_cover_every_pair_once_within_the_budget():
     assert all((a == b).all() for a, b in zip(batches, again))  # the same seed gives the same order
     alone = token_batches(np.array([3, 50, 4]), np.array([3, 50, 4]), max_tokens=20)
     assert [b.tolist() for b in alone] == [[0, 2], [1]]  # over the budget: a batch of its own, never empty
+
+
+def test_bucket_batches_have_one_fixed_shape_per_bucket_and_cover_every_pair_once():
+    rng = np.random.default_rng(0)
+    src_len, tgt_len = rng.integers(2, 40, 500), rng.integers(3, 41, 500)  # tgt_len - 1 ≤ 40 positions
+    buckets = [8, 16, 40]
+    batches = bucket_batches(src_len, tgt_len, 200, buckets, rng=np.random.default_rng(1))
+    assert sorted(np.concatenate(batches).tolist()) == list(range(500))
+    shapes = [bucket_shape(src_len[b], tgt_len[b], 200, buckets) for b in batches]
+    assert set(shapes) == {(25, 8), (12, 16), (5, 40)}  # the only shapes a compiled model meets
+    for indices, (rows, length) in zip(batches, shapes):
+        size = np.maximum(src_len[indices], tgt_len[indices] - 1)
+        assert size.max() <= length and len(indices) <= rows
+        shorter = [b for b in buckets if b < length]
+        assert not shorter or (size > shorter[-1]).all()  # each pair in the shortest bucket that holds it
+    assert sum(len(b) < rows for b, (rows, _) in zip(batches, shapes)) <= len(buckets)  # one short batch a bucket
+
+
+def test_a_batch_filled_to_its_bucket_shape_has_empty_rows_without_labels():
+    batch = make_batch([[5, 6, EOS]], [[BOS, 8, EOS]], shape=(3, 4))
+    assert batch.src.tolist() == [[5, 6, EOS, PAD], [EOS, PAD, PAD, PAD], [EOS, PAD, PAD, PAD]]
+    assert batch.tgt_input.tolist() == [[BOS, 8, EOS, PAD], [BOS, PAD, PAD, PAD], [BOS, PAD, PAD, PAD]]
+    assert batch.tgt_label.shape == (3, 4) and batch.num_tokens == 2

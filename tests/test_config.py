@@ -38,6 +38,7 @@ def test_set_overrides_with_types_and_run_dir_default(tmp_path):
     c = load_config([CONFIGS / "tatoeba-cpu.yaml"], ["train.max_steps=200", "model.dropout=0", "model.norm=pre"])
     assert (c.train.max_steps, c.model.dropout, c.model.norm) == (200, 0.0, "pre")
     assert c.train.run_dir == str(Path("runs") / "tatoeba-cpu")
+    assert load_config([], ["train.length_buckets=[32, 64, 128]"]).train.length_buckets == [32, 64, 128]
 
 
 def test_later_files_override_single_keys(tmp_path):
@@ -61,6 +62,10 @@ def test_later_files_override_single_keys(tmp_path):
     ("data.extra_train=[{repeat: 2}]", "config key data.extra_train[0]: no corpus given"),
     ("data.train.repeat=0", "config key data.train: max_pairs must be 0 (all) or more and repeat at least 1"),
     ("data.dev.max_pairs=10", "config key data.dev: only training corpora are sampled"),
+    ("train.length_buckets=[16, x]", "config key train.length_buckets[1] must be int, got 'x'"),
+    ("train.length_buckets=[64, 32, 256]", "config key train.length_buckets: must be positive lengths in ascending"),
+    ("train.length_buckets=[32, 64]", "config key train.length_buckets: the longest must hold data.max_len (256)"),
+    ("train.compile_mode=fast", "config key train.compile_mode: must be one of default, reduce-overhead"),
     ("nokey", "expected KEY=VALUE"),
 ])
 def test_bad_values_name_the_key(override, message):

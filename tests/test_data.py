@@ -22,6 +22,19 @@ def test_length_bucketing_keeps_padding_low(corpus_dir, tokenizer, tmp_path):
     assert TrainBatches(encoded, rows, max_tokens=200, seed=1).padding_ratio() < 0.35
 
 
+def test_length_buckets_give_batches_of_their_fixed_shapes(corpus_dir, tokenizer, tmp_path):
+    data = DataConfig(train=CorpusConfig(path=str(corpus_dir / "train")))
+    encoded = encode_corpus(read_corpus(data.train, data, "train"), tokenizer, tmp_path, "t")
+    rows, _ = filter_pairs(encoded, 64, "t")
+    plain = TrainBatches(encoded, rows, max_tokens=200, seed=1)
+    bucketed = TrainBatches(encoded, rows, max_tokens=200, seed=1, buckets=[8, 16, 64])
+    batches = [bucketed.batch(indices) for indices in bucketed.epoch(0)]
+    shapes = {(tuple(b.src.shape), tuple(b.tgt_input.shape), tuple(b.tgt_label.shape)) for b in batches}
+    assert len(shapes) >= 2 and shapes <= {(s, s, s) for s in [(25, 8), (12, 16), (3, 64)]}
+    assert sum(b.num_tokens for b in batches) == int(plain.tgt_len.sum() - len(rows))  # every label, once
+    assert plain.padding_ratio() < bucketed.padding_ratio() < 0.6  # the price of fixed shapes
+
+
 def test_aligned_files_are_read_as_pairs(corpus_dir):
     data = DataConfig()
     pairs = read_corpus(CorpusConfig(path=str(corpus_dir / "dev")), data, "dev")

@@ -1,5 +1,6 @@
 """Training that scales: accumulation, the non-finite guard, DDP over gloo, averaging, early stopping, logs."""
 
+import functools
 import json
 import os
 import shutil
@@ -10,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from torch._dynamo.testing import CompileCounter
 
 from conftest import ROOT, tiny_config, tiny_yaml
 from mt.batching import make_batch
@@ -45,6 +47,29 @@ def test_accumulating_k_batches_equals_one_k_times_larger_batch(tmp_path):
     assert tokens_a == tokens_b and loss_a == pytest.approx(loss_b, rel=1e-5)
     for (name, a), b in zip(accumulated.model.named_parameters(), whole.model.parameters()):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_a_batch_filled_to_its_bucket_shape_gives_the_same_update(tmp_path):
+    src, tgt = pairs(2, 5)
+    plain, filled = tiny_trainer(tmp_path / "a"), tiny_trainer(tmp_path / "b")
+    loss_a, tokens_a = plain.train_step([make_batch(src, tgt)])
+    loss_b, tokens_b = filled.train_step([make_batch(src, tgt, shape=(8, 12))])  # 3 empty rows, wider sides
+    assert tokens_a == tokens_b and loss_a == pytest.approx(loss_b, rel=1e-5)
+    for (name, a), b in zip(plain.model.named_parameters(), filled.model.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_compiled_training_with_length_buckets_compiles_once_per_bucket_shape(tmp_path, monkeypatch):
+    counter = CompileCounter()  # counts the graphs torch.compile makes, and runs them eagerly (fast)
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend=counter))
+    trainer = tiny_trainer(tmp_path, compile=True, length_buckets=[12, 24], max_tokens=72)
+    shapes = [(6, 12), (3, 24)]  # max_tokens // L rows of L tokens
+    graphs = []
+    for seed in range(6):
+        trainer.train_step([make_batch(*pairs(seed, 3), shape=shapes[seed % 2])])
+        graphs.append(counter.frame_count)
+    assert graphs[0] > 0 and graphs[1] == 2 * graphs[0]  # a static graph for each shape
+    assert graphs[-1] == graphs[1]  # and no more: batches of known shapes reuse them
 
 
 def test_a_non_finite_gradient_skips_the_update_and_persistent_ones_stop_training(tmp_path):
