@@ -7,10 +7,12 @@
 #   train     a MINUTES-long base-model training on the shared corpora, then Tatoeba test BLEU (beam 4), with the
 #             CPU recipe's changes (N(0, 0.02²) weights, peak learning rate 2e-3, clipping at 1) and 1,000 warm-up
 #             updates: with the paper's 4,000 and 7e-4, earlier 3-minute runs had not begun to learn.
-# Results and logs go to $OUT (default gpu-results/). PYTHON, CONFIG, STEPS and MINUTES change the rest.
+# Results and logs go to $OUT (default gpu-results/). PYTHON, CONFIG, STEPS, WARMUP and MINUTES change the rest; a speed
+# stage that runs past STAGE_SECONDS (default 420: compiling four shapes may be slow) is stopped and said so.
 set -euo pipefail
 PY=${PYTHON:-python3}; GPU=${GPU:-.gpu}; OUT=${OUT:-gpu-results}; MINUTES=${MINUTES:-5}
 CONFIG=${CONFIG:-configs/base.yaml}; STEPS=${STEPS:-60}; STAGES=${STAGES:-eager big compiled}
+WARMUP=${WARMUP:-150}; STAGE_SECONDS=${STAGE_SECONDS:-420}
 mkdir -p "$OUT"
 if [ -d "$GPU/whl" ]; then  # packages the GPU machine's image lacks
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$GPU"/whl/*.whl
@@ -26,8 +28,10 @@ DATA=(--set data.train.path=$D/train --set data.dev.path=$D/dev --set 'data.trai
 speed() {  # speed NAME [--set KEY=VALUE ...]: bench_train.py on the config, into $OUT/speed-NAME.txt
   local name=$1; shift
   echo "== speed: $name"
-  "$PY" scripts/bench_train.py --config "$CONFIG" "${DATA[@]}" "$@" --steps "$STEPS" --warmup 150 2>&1 \
-    | tee "$OUT/speed-$name.txt"
+  local rc=0
+  timeout "$STAGE_SECONDS" "$PY" scripts/bench_train.py --config "$CONFIG" "${DATA[@]}" "$@" --steps "$STEPS" \
+    --warmup "$WARMUP" 2>&1 | tee "$OUT/speed-$name.txt" || rc=$?
+  [ "$rc" = 0 ] || echo "== $name: exit status $rc (124: stopped after $STAGE_SECONDS s)" | tee -a "$OUT/speed-$name.txt"
 }
 
 for stage in $STAGES; do
