@@ -1,4 +1,4 @@
-"""Batches: targets shifted for teacher forcing, PAD kept out of the count, token budgets respected."""
+"""Batches: targets shifted for teacher forcing, PAD kept out of the count, token budgets and bucket shapes kept."""
 
 import numpy as np
 

@@ -15,7 +15,7 @@ from mt.errors import MtError
 from mt.tokenizer import BOS, EOS
 
 
-def test_length_bucketing_keeps_padding_low(corpus_dir, tokenizer, tmp_path):
+def test_length_sorted_batches_keep_padding_low(corpus_dir, tokenizer, tmp_path):
     data = DataConfig(train=CorpusConfig(path=str(corpus_dir / "train")))
     encoded = encode_corpus(read_corpus(data.train, data, "train"), tokenizer, tmp_path, "t")
     rows, _ = filter_pairs(encoded, 64, "t")
