@@ -7,12 +7,18 @@
 #   train     a MINUTES-long base-model training on the shared corpora, then Tatoeba test BLEU (beam 4), with the
 #             CPU recipe's changes (N(0, 0.02²) weights, peak learning rate 2e-3, clipping at 1) and 1,000 warm-up
 #             updates: with the paper's 4,000 and 7e-4, earlier 3-minute runs had not begun to learn.
-# Results and logs go to $OUT (default gpu-results/). PYTHON, CONFIG, STEPS, WARMUP and MINUTES change the rest; a speed
-# stage that runs past STAGE_SECONDS (default 420: compiling four shapes may be slow) is stopped and said so.
+# Results and logs go to $OUT (default gpu-results/). PYTHON, CONFIG, STEPS, WARMUP and MINUTES change the rest;
+# a speed stage that runs past STAGE_SECONDS (default 420: compiling four shapes may be slow) is stopped and said so.
 set -euo pipefail
 PY=${PYTHON:-python3}; GPU=${GPU:-.gpu}; OUT=${OUT:-gpu-results}; MINUTES=${MINUTES:-5}
 CONFIG=${CONFIG:-configs/base.yaml}; STEPS=${STEPS:-60}; STAGES=${STAGES:-eager big compiled}
 WARMUP=${WARMUP:-150}; STAGE_SECONDS=${STAGE_SECONDS:-420}
+for stage in $STAGES; do  # a misspelt stage stops the run before any machine time is spent
+  case $stage in
+    eager|big|compiled|train) ;;
+    *) echo "unknown stage $stage (eager, big, compiled, train)" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$OUT"
 if [ -d "$GPU/whl" ]; then  # packages the GPU machine's image lacks
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$GPU"/whl/*.whl
@@ -26,12 +32,12 @@ DATA=(--set data.train.path=$D/train --set data.dev.path=$D/dev --set 'data.trai
 "$PY" -c "import torch, datasets; print('torch', torch.__version__, 'datasets', datasets.__version__)"
 
 speed() {  # speed NAME [--set KEY=VALUE ...]: bench_train.py on the config, into $OUT/speed-NAME.txt
-  local name=$1; shift
+  local name=$1 rc=0; shift
   echo "== speed: $name"
-  local rc=0
   timeout "$STAGE_SECONDS" "$PY" scripts/bench_train.py --config "$CONFIG" "${DATA[@]}" "$@" --steps "$STEPS" \
     --warmup "$WARMUP" 2>&1 | tee "$OUT/speed-$name.txt" || rc=$?
-  [ "$rc" = 0 ] || echo "== $name: exit status $rc (124: stopped after $STAGE_SECONDS s)" | tee -a "$OUT/speed-$name.txt"
+  [ "$rc" = 0 ] || echo "== $name: exit status $rc (124: stopped after $STAGE_SECONDS s)" \
+    | tee -a "$OUT/speed-$name.txt"
 }
 
 for stage in $STAGES; do
@@ -49,6 +55,5 @@ for stage in $STAGES; do
       "$PY" -m mt evaluate --checkpoint /tmp/gpu-run/checkpoints/best.pt --output "$OUT/tatoeba-test.en" 2>&1 \
         | tee "$OUT/evaluate.txt"
       "$PY" -m mt translate --checkpoint /tmp/gpu-run/checkpoints/best.pt "我爱你" | tee -a "$OUT/evaluate.txt" ;;
-    *) echo "unknown stage $stage (eager, big, compiled, train)" >&2; exit 2 ;;
   esac
 done
