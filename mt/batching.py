@@ -1,6 +1,7 @@
-"""Batching: ragged id lists → padded tensors with their masks, and length-sorted token-budget batches.
+"""Batching: ragged id lists → padded tensors, grouped into length-sorted token-budget batches.
 
-Shared by training (mt.data) and translation, which needs it without loading `datasets`.
+Shared by training and translation, which needs it without loading `datasets`. The model builds its masks from
+the padded ids itself.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mt.model import make_pad_mask, make_tgt_mask
 from mt.tokenizer import BOS, EOS, PAD
 
 
@@ -24,8 +24,6 @@ class Batch:
     src: Tensor        # [B, S]
     tgt_input: Tensor  # [B, T]   tgt[:, :-1]: BOS w1 … wn
     tgt_label: Tensor  # [B, T]   tgt[:, 1:]:  w1 … wn EOS
-    src_mask: Tensor   # [B, 1, 1, S]
-    tgt_mask: Tensor   # [B, 1, T, T]
 
     @property
     def num_tokens(self) -> int:
@@ -63,7 +61,13 @@ def make_batch(src_ids: list[list[int]], tgt_ids: list[list[int]], shape: tuple[
     src = pad_ids(src_ids + [[EOS]] * filler, length)                # [B, S]
     tgt = pad_ids(tgt_ids + [[BOS]] * filler, length + 1 if length else 0)  # [B, T + 1]
     tgt_input, tgt_label = tgt[:, :-1], tgt[:, 1:]
-    return Batch(src, tgt_input, tgt_label, make_pad_mask(src, PAD), make_tgt_mask(tgt_input, PAD))
+    return Batch(src, tgt_input, tgt_label)
+
+
+def source_batches(src_ids: list[list[int]], max_tokens: int) -> list[list[int]]:
+    """Indices of sources (ids), sorted by length into batches of at most `max_tokens` padded tokens."""
+    lengths = np.array([len(ids) for ids in src_ids], dtype=np.int64)
+    return [batch.tolist() for batch in token_batches(lengths, lengths, max_tokens)] if len(lengths) else []
 
 
 def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int,
@@ -117,3 +121,44 @@ def _positions(src_len: np.ndarray, tgt_len: np.ndarray) -> np.ndarray:
 def _shuffled(batches: list[np.ndarray], rng: np.random.Generator | None) -> list[np.ndarray]:
     """The batches in a random order (each epoch differs), or as they are without `rng`."""
     return batches if rng is None else [batches[i] for i in rng.permutation(len(batches))]
+
+
+class TrainBatches:
+    """Endless training batches, addressed by (epoch, index) so that a resumed run sees the same data order.
+
+    `ids[rows]` reads pairs' `src_ids` and `tgt_ids` (the cached token ids); pair i of an epoch is row rows[i],
+    with src_len[rows[i]] and tgt_len[rows[i]] tokens. Without `buckets`, a batch is as long as its longest
+    pair; with them, it has its bucket's fixed shape.
+    """
+
+    def __init__(self, ids, src_len: np.ndarray, tgt_len: np.ndarray, rows: np.ndarray, max_tokens: int,
+                 seed: int, buckets: list[int] | None = None):
+        self.ids, self.rows, self.src_len, self.tgt_len = ids, rows, src_len[rows], tgt_len[rows]
+        self.max_tokens, self.seed, self.buckets = max_tokens, seed, buckets
+
+    def epoch(self, epoch: int) -> list[np.ndarray]:
+        rng = np.random.default_rng([self.seed, epoch])
+        if self.buckets:
+            return bucket_batches(self.src_len, self.tgt_len, self.max_tokens, self.buckets, rng)
+        return token_batches(self.src_len, self.tgt_len, self.max_tokens, rng)
+
+    def batch(self, indices: np.ndarray) -> Batch:
+        pairs = self.ids[self.rows[indices].tolist()]
+        return make_batch(pairs["src_ids"], pairs["tgt_ids"], self._shape(indices))
+
+    def padding_ratio(self, epoch: int = 0) -> float:
+        """Share of padded positions (both sides) in the epoch's batches."""
+        real = padded = 0
+        for indices in self.epoch(epoch):
+            real += int(self.src_len[indices].sum() + self.tgt_len[indices].sum())
+            if self.buckets:
+                rows, length = self._shape(indices)
+                padded += rows * (2 * length + 1)  # the target side holds BOS … EOS: L + 1 positions
+            else:
+                padded += len(indices) * int(self.src_len[indices].max() + self.tgt_len[indices].max())
+        return 1.0 - real / padded
+
+    def _shape(self, indices: np.ndarray) -> tuple[int, int] | None:
+        if not self.buckets:
+            return None
+        return bucket_shape(self.src_len[indices], self.tgt_len[indices], self.max_tokens, self.buckets)

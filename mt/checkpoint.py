@@ -1,7 +1,9 @@
-"""Checkpoints: atomic writes, weights-only loading, and the run directory's bookkeeping.
+"""Checkpoints: saving, weights-only loading, averaging, and the run directory's bookkeeping.
 
-A checkpoint is self-contained: model weights, optimiser and schedule state, RNG state and data position
-(for an exact resume), the resolved config, and the SentencePiece model(s) with their vocabulary hash.
+A checkpoint is self-contained: model weights; optimiser, schedule and loss-scaler state and the data position
+(for an exact resume: dropout draws from a generator seeded by the seed, process and step, so no RNG state is
+kept); the resolved config; and the SentencePiece model(s) with their vocabulary hash. It is written atomically
+(mt/atomic.py).
 
     runs/NAME/checkpoints/step-00001000.pt   the last `train.keep_last` of these
     runs/NAME/checkpoints/last.pt            hard link to the newest
@@ -12,9 +14,7 @@ A checkpoint is self-contained: model weights, optimiser and schedule state, RNG
 from __future__ import annotations
 
 import io
-import os
 import pickle
-import shutil
 import zipfile
 from pathlib import Path
 
@@ -33,17 +33,6 @@ def save_checkpoint(state: dict, path: Path) -> None:
     buffer = io.BytesIO()
     torch.save(state, buffer)
     atomic_write_bytes(path, buffer.getvalue())
-
-
-def link_atomic(target: Path, link: Path) -> None:
-    """Point `link` at the same file as `target` (a hard link, so no copy), replacing it atomically."""
-    tmp = link.with_name(f".{link.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(target, tmp)
-    except OSError:  # a filesystem without hard links
-        shutil.copyfile(target, tmp)
-    os.replace(tmp, link)
 
 
 def load_checkpoint(path: Path) -> dict:
@@ -82,6 +71,13 @@ def load_model(path: Path, device: torch.device) -> tuple[Transformer, Tokenizer
         raise MtError(f"{path}: weights do not fit the model its config describes "
                       f"({str(e).strip().splitlines()[-1].strip()})")
     return model.to(device).eval(), tokenizer, config, state
+
+
+def training_facts(state: dict) -> dict:
+    """What a checkpoint tells of its training: its step, its dev scores with their sacreBLEU signatures (when it
+    was validated), and the checkpoints it averages (`mt average`)."""
+    return {"step": state.get("step", 0), "dev": state.get("dev") or {},
+            **({"averaged": state["averaged"]} if "averaged" in state else {})}
 
 
 def checkpoint_dir(run_dir: Path) -> Path:

@@ -6,14 +6,20 @@ Each command imports what it needs when it runs, so that `mt --help` answers wit
 
 from __future__ import annotations
 
+import logging
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from mt.config import Device, Engine, ServeConfig
+from mt.console import setup_logging
 from mt.errors import MtError
+
+log = logging.getLogger(__name__)
 
 CHUNK_LINES = 2000  # lines read, sorted by length and translated together when streaming
 
@@ -24,27 +30,46 @@ ConfigOption = Annotated[list[Path], typer.Option(
     "--config", "-c", help="YAML config; repeat to layer files (later ones override earlier ones).")]
 SetOption = Annotated[Optional[list[str]], typer.Option(
     "--set", help="Override one config key, e.g. --set train.max_steps=200 (repeatable).")]
-DeviceOption = Annotated[Optional[str], typer.Option("--device", help="auto | cpu | cuda")]
+RunDirOption = Annotated[Optional[str], typer.Option("--run-dir", help="Default: runs/<config name>.")]
+DeviceOption = Annotated[Optional[Device], typer.Option("--device", help="Default: train.device, or auto.")]
 CheckpointOption = Annotated[Optional[Path], typer.Option(
     "--checkpoint", help="Default: best.pt of the most recently trained run under runs/.")]
-BeamOption = Annotated[Optional[int], typer.Option(
-    "--beam", min=1, help="Beam size; 1 is greedy search. Default: the checkpoint's decode.beam_size.")]
+EngineOption = Annotated[Engine, typer.Option(
+    "--engine", help="mt, or ctranslate2 to use a model made by `mt export --ctranslate2 DIR` "
+    "(--checkpoint DIR; default: the latest run's ctranslate2/).")]
+# Decoding options: each sets the decode config key of DECODE_FLAGS (default: the checkpoint's), checked there.
+BeamOption = Annotated[Optional[int], typer.Option("--beam", help="Beam size; 1 is greedy search.")]
 AlphaOption = Annotated[Optional[float], typer.Option(
-    "--alpha", min=0.0, help="GNMT length penalty: score = log p / ((5 + length) / 6) ** alpha.")]
+    "--alpha", help="GNMT length penalty: score = log p / ((5 + length) / 6) ** alpha.")]
 MaxLenAOption = Annotated[Optional[float], typer.Option(
-    "--max-len-a", min=0.0, help="Outputs may have up to a · source length + b tokens (default: checkpoint's).")]
-MaxLenBOption = Annotated[Optional[int], typer.Option("--max-len-b", min=1, help="See --max-len-a.")]
+    "--max-len-a", help="Outputs may have up to a · source length + b tokens.")]
+MaxLenBOption = Annotated[Optional[int], typer.Option("--max-len-b", help="See --max-len-a.")]
 NoRepeatOption = Annotated[Optional[int], typer.Option(
-    "--no-repeat-ngram", min=0, help="No n-gram of this many tokens twice in an output (0: off). "
-    "Default: the checkpoint's decode.no_repeat_ngram_size.")]
+    "--no-repeat-ngram", help="No n-gram of this many tokens twice in an output (0: off).")]
+NbestOption = Annotated[int, typer.Option(
+    "--nbest", help="Print the N best translations of each line as: LINE ||| TRANSLATION ||| SCORE")]
+DECODE_FLAGS = {"beam_size": "--beam", "alpha": "--alpha", "max_len_a": "--max-len-a", "max_len_b": "--max-len-b",
+                "no_repeat_ngram_size": "--no-repeat-ngram", "nbest": "--nbest"}
+
+
+@dataclass
+class GlobalOptions:
+    debug: bool = False
 
 
 @app.callback()
-def options(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False) -> None:
-    """Options for every command."""
+def options(ctx: typer.Context,
+            debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
+            quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Show only warnings and errors.")] = False,
+            verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show debugging messages too.")] = False
+            ) -> None:
+    """Options for every command, given before it (mt --quiet train …). Results go to stdout; progress,
+    reports and warnings to stderr."""
+    ctx.obj.debug = debug
+    setup_logging("quiet" if quiet else "verbose" if verbose else "normal")
 
 
-def _load(configs: list[Path], sets: list[str] | None, device: str | None = None, run_dir: str | None = None):
+def _load(configs: list[Path], sets: list[str] | None, device: Device | None = None, run_dir: str | None = None):
     from mt.config import load_config
 
     overrides = list(sets or [])
@@ -56,7 +81,7 @@ def _load(configs: list[Path], sets: list[str] | None, device: str | None = None
 @app.command()
 def train(config: ConfigOption, set_: SetOption = None, device: DeviceOption = None,
           resume: Annotated[bool, typer.Option("--resume", help="Continue the run from its last.pt.")] = False,
-          run_dir: Annotated[Optional[str], typer.Option("--run-dir", help="Default: runs/<config name>.")] = None):
+          run_dir: RunDirOption = None):
     """Train a model: tokenizer (if missing) → data → Transformer → checkpoints in the run directory."""
     from mt.train import train as run_training
 
@@ -64,12 +89,11 @@ def train(config: ConfigOption, set_: SetOption = None, device: DeviceOption = N
 
 
 @app.command()
-def prepare(config: ConfigOption, set_: SetOption = None,
-            run_dir: Annotated[Optional[str], typer.Option("--run-dir", help="Default: runs/<config name>.")] = None):
+def prepare(config: ConfigOption, set_: SetOption = None, run_dir: RunDirOption = None):
     """Prepare a run's data without training: tokenizer (if missing) and the cached token ids."""
-    from mt.train import prepare_only
+    from mt.prepare import prepare as prepare_run
 
-    prepare_only(_load(config, set_, run_dir=run_dir))
+    prepare_run(_load(config, set_, run_dir=run_dir))
 
 
 @app.command()
@@ -83,21 +107,16 @@ def average(run_dir: Annotated[Path, typer.Argument(help="A run directory (holdi
     state = average_checkpoints(run_dir, last)
     output = output or checkpoint_dir(run_dir) / "average.pt"
     save_checkpoint(state, output)
-    print(f"averaged {', '.join(state['averaged'])} → {output}")
+    log.info(f"averaged {', '.join(state['averaged'])} → {output}")
 
 
 @app.command()
 def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentences to translate.")] = None,
               input: Annotated[Optional[Path], typer.Option("--input", "-i", help="One sentence per line.")] = None,
               output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None,
-              checkpoint: CheckpointOption = None, device: DeviceOption = "auto",
+              checkpoint: CheckpointOption = None, device: DeviceOption = "auto", engine: EngineOption = "mt",
               beam: BeamOption = None, alpha: AlphaOption = None, max_len_a: MaxLenAOption = None,
-              max_len_b: MaxLenBOption = None, no_repeat_ngram: NoRepeatOption = None,
-              nbest: Annotated[int, typer.Option("--nbest", min=1, help="Print the N best translations of "
-                                                 "each line as: LINE ||| TRANSLATION ||| SCORE")] = 1,
-              engine: Annotated[str, typer.Option("--engine", help="mt, or ctranslate2 to use a model made by "
-                                                  "`mt export --ctranslate2 DIR` (--checkpoint DIR; default: "
-                                                  "the latest run's ctranslate2/).")] = "mt",
+              max_len_b: MaxLenBOption = None, no_repeat_ngram: NoRepeatOption = None, nbest: NbestOption = 1,
               attention: Annotated[Optional[Path], typer.Option(
                   "--attention", help="Draw the cross-attention of the translation of one sentence into this PNG: "
                   "a panel per decoder layer, heads averaged.")] = None,
@@ -111,17 +130,16 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
     """
     from tqdm import tqdm
 
-    from mt.translate import translate_stream
+    from mt.translate import load_translator, translate_stream
 
     if text and input:
         raise MtError("give sentences as arguments or --input FILE, not both")
-    if attention is not None:
-        if len(text or []) != 1 or engine != "mt" or nbest != 1:
-            raise MtError("--attention draws one translation: give one sentence as an argument (engine mt, nbest 1)")
-    lines, chunk = _input_lines(text, input)
-    overrides = {"beam_size": beam, "alpha": alpha, "nbest": nbest, "max_len_a": max_len_a, "max_len_b": max_len_b,
-                 "no_repeat_ngram_size": no_repeat_ngram}
-    results = translate_stream(_translator(engine, checkpoint, device, overrides), lines, chunk)
+    if attention is not None and (len(text or []) != 1 or engine != "mt" or nbest != 1):
+        raise MtError("--attention draws one translation: give one sentence as an argument (engine mt, nbest 1)")
+    lines, chunk = _input_lines(text, input)  # first: a missing input file is reported before the model loads
+    translator = load_translator(checkpoint, device, engine)
+    decode = _decode(translator, beam, alpha, max_len_a, max_len_b, no_repeat_ngram, nbest)
+    results = translate_stream(lambda lines, first: translator.translate(lines, decode, first), lines, chunk)
     # A progress bar for a person watching the terminal while the translations go to a file or a pipe.
     bar = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty()) and not text
     with _line_writer(output) as write:
@@ -132,29 +150,10 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
                 for t in hyps:
                     write(f"{i} ||| {t.text} ||| {t.score:.4f}")
     if attention is not None:
-        _draw_attention(checkpoint, device, text[0], hyps[0].text, attention, layer, head)
+        from mt.plots import draw_attention
 
-
-def _draw_attention(checkpoint, device, source: str, translation: str, output: Path, layer, head) -> None:
-    """The cross-attention of `translation` (its pieces re-encoded from the text) given `source`."""
-    from mt.batching import pad_ids
-    from mt.checkpoint import default_checkpoint, load_model
-    from mt.device import resolve_device
-    from mt.plots import Pieces, plot_attention
-    from mt.tokenizer import BOS
-
-    torch_device = resolve_device(device)
-    model, tok, _, _ = load_model(checkpoint or default_checkpoint(), torch_device)
-    src_ids = tok.encode_src([source])[0]                                 # pieces … EOS
-    tgt_ids = tok.encode_tgt([translation])[0][1:]                        # pieces … EOS (BOS dropped)
-    src, tgt_input = pad_ids([src_ids]), pad_ids([[BOS] + tgt_ids[:-1]])  # the decoder reads BOS pieces …
-    weights = model.cross_attention(src.to(torch_device), tgt_input.to(torch_device))[0].cpu()  # [L, H, T, S]
-    if head is not None and layer is None:
-        layer = weights.size(0)
-    src_pieces = Pieces([tok.src.id_to_piece(i) for i in src_ids], src_ids)
-    tgt_pieces = Pieces([tok.tgt.id_to_piece(i) for i in tgt_ids], tgt_ids)
-    plot_attention(weights, src_pieces, tgt_pieces, output, layer, head)
-    print(f"attention map → {output}", file=sys.stderr)
+        draw_attention(translator.attention(text[0], hyps[0].text), attention, layer, head)
+        log.info(f"attention map → {attention}")
 
 
 @app.command()
@@ -166,7 +165,7 @@ def plot(run_dir: Annotated[Path, typer.Argument(help="A run directory (with its
 
     output = output or run_dir / "training.png"
     plot_training(run_dir, output)
-    print(f"training curves → {output}")
+    log.info(f"training curves → {output}")
 
 
 @app.command()
@@ -199,6 +198,12 @@ def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")])
           end="")
 
 
+def _decode(translator, beam, alpha, max_len_a, max_len_b, no_repeat_ngram, nbest: int = 1):
+    """The model's decode settings with the decoding options given on the command line on top, checked."""
+    return translator.decode.replace(DECODE_FLAGS, beam_size=beam, alpha=alpha, nbest=nbest, max_len_a=max_len_a,
+                                     max_len_b=max_len_b, no_repeat_ngram_size=no_repeat_ngram)
+
+
 def _input_lines(text: list[str] | None, input: Path | None):
     """The lines to translate and how many to translate at a time: the arguments all at once, a file or
     piped stdin in chunks, and a person typing at a terminal line by line."""
@@ -209,7 +214,7 @@ def _input_lines(text: list[str] | None, input: Path | None):
     if input is not None:
         return iter_file_lines(input), CHUNK_LINES  # opened now: a missing file is reported first
     if sys.stdin.isatty():
-        print("reading sentences from stdin (Ctrl-D to end)", file=sys.stderr)
+        log.info("reading sentences from stdin (Ctrl-D to end)")
         return iter_lines(sys.stdin.buffer, "stdin"), 1
     return iter_lines(sys.stdin.buffer, "stdin"), CHUNK_LINES
 
@@ -228,92 +233,108 @@ def evaluate(checkpoint: CheckpointOption = None,
              max_len_a: MaxLenAOption = None, max_len_b: MaxLenBOption = None,
              no_repeat_ngram: NoRepeatOption = None):
     """Translate a test set (the config's, or --src/--ref) and print sacreBLEU BLEU and chrF with signatures."""
-    from mt.evaluate import score
-    from mt.lines import read_lines
+    if hyp is not None:  # scoring alone: no torch to load
+        from mt.lines import read_lines
+        from mt.scoring import score
 
-    if hyp is not None:
         if not ref:
             raise MtError("--hyp needs at least one --ref")
-        scores = score(read_lines(hyp), [read_lines(r) for r in ref], tgt_lang or "en")
-    else:
-        overrides = {"beam_size": beam, "alpha": alpha, "max_len_a": max_len_a, "max_len_b": max_len_b,
-                     "no_repeat_ngram_size": no_repeat_ngram}
-        scores = _translate_test_set(checkpoint, config, set_, src, ref, output, device, overrides)
-    print("\n".join(scores.lines()))
+        print("\n".join(score(read_lines(hyp), [read_lines(r) for r in ref], tgt_lang or "en").lines()))
+        return
+    if src is not None and not ref:
+        raise MtError("--src needs at least one --ref")
+    from mt.evaluate import evaluate as evaluate_test_set, read_test_files, read_test_set
+    from mt.translate import load_translator
 
-
-def _translate_test_set(checkpoint, configs, sets, src, refs, output, device, overrides: dict):
-    from mt.checkpoint import default_checkpoint, load_model
-    from mt.data import read_corpus
-    from mt.lines import read_lines
-    from mt.device import resolve_device
-    from mt.evaluate import score
-    from mt.translate import translate_lines
-
-    torch_device = resolve_device(device)
-    model, tok, model_config, _ = load_model(checkpoint or default_checkpoint(), torch_device)
-    data = _load(configs, sets).data if configs else model_config.data
+    translator = load_translator(checkpoint, device)
     if src is not None:
-        if not refs:
-            raise MtError("--src needs at least one --ref")
-        sources, references = read_lines(src), [read_lines(r) for r in refs]
+        sources, references = read_test_files(src, ref)
     else:
-        test = read_corpus(data.test, data, "test")
-        sources, references = test["src"], [test["tgt"]]
-    decode = _decode_options(model_config.decode, overrides)
-    hypotheses = translate_lines(model, tok, sources, decode, torch_device)
-    if output is not None:
-        with _line_writer(output) as write:
-            for line in hypotheses:
-                write(line)
-    return score(hypotheses, references, data.tgt_lang)
+        sources, references = read_test_set(_load(config, set_).data if config else translator.config.data)
+    decode = _decode(translator, beam, alpha, max_len_a, max_len_b, no_repeat_ngram)
+    print("\n".join(evaluate_test_set(translator, sources, references, decode, output).lines()))
 
 
 @app.command()
-def export(ctranslate2: Annotated[Path, typer.Option("--ctranslate2", help="Directory to write the model to.")],
+def export(ctranslate2: Annotated[Optional[Path], typer.Option(
+               "--ctranslate2", help="Write a CTranslate2 model directory here.")] = None,
+           huggingface: Annotated[Optional[Path], typer.Option(
+               "--huggingface", help="Write a Hugging Face Transformers model directory (MarianMTModel) here.")]
+           = None,
            checkpoint: CheckpointOption = None,
            quantization: Annotated[Optional[str], typer.Option(
-               "--quantization", help="e.g. int8, int8_float32, float16 (default: keep float32).")] = None):
-    """Convert a checkpoint and its SentencePiece model into a CTranslate2 model directory."""
+               "--quantization", help="CTranslate2: e.g. int8, int8_float32, float16 (default: keep float32).")]
+           = None,
+           evaluate: Annotated[bool, typer.Option(
+               "--evaluate", help="Hugging Face: also translate the config's test set and put its scores in the "
+               "model card.")] = False):
+    """Convert a checkpoint and its SentencePiece model into a CTranslate2 or a Hugging Face model directory.
+    The directory must be new, or an earlier export, which is replaced whole."""
     from mt.checkpoint import default_checkpoint
-    from mt.export import export_ctranslate2
 
+    if (ctranslate2 is None) == (huggingface is None):
+        raise MtError("give one of --ctranslate2 DIR and --huggingface DIR")
     source = checkpoint or default_checkpoint()
-    export_ctranslate2(source, ctranslate2, quantization)
-    print(f"exported {source} → {ctranslate2} (translate with: mt translate --engine ctranslate2 "
-          f"--checkpoint {ctranslate2})")
+    if ctranslate2 is not None:
+        from mt.ct2 import export_ctranslate2
+
+        export_ctranslate2(source, ctranslate2, quantization)
+        log.info(f"exported {source} → {ctranslate2} (translate with: mt translate --engine ctranslate2 "
+                 f"--checkpoint {ctranslate2})")
+        return
+    from mt.hf import export_huggingface
+
+    test = None
+    if evaluate:
+        from mt.evaluate import evaluate as evaluate_test_set, read_test_set
+        from mt.translate import load_translator
+
+        translator = load_translator(source, "auto")
+        test = evaluate_test_set(translator, *read_test_set(translator.config.data), translator.decode)
+        log.info("test set: " + " | ".join(test.lines()))
+    export_huggingface(source, huggingface, test)
+    log.info(f"exported {source} → {huggingface} (use it with: pipeline(\"translation\", model=\"{huggingface}\"))")
 
 
-def _translator(engine: str, checkpoint: Path | None, device: str, overrides: dict):
-    """A function translating a chunk of lines with the chosen engine and decode options."""
-    from mt.checkpoint import default_checkpoint, load_model
-    from mt.device import resolve_device
-    from mt.translate import translate_nbest
+@app.command()
+def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", device: DeviceOption = "auto",
+          host: Annotated[str, typer.Option("--host", help="The address to listen on: 127.0.0.1 is this machine "
+                                            "only; 0.0.0.0 (or ::) every interface.")] = "127.0.0.1",
+          port: Annotated[int, typer.Option("--port", help="0: any free port (the log line says which).")] = 5000,
+          api_keys: Annotated[Optional[Path], typer.Option(
+              "--api-keys", help="A file of API keys, one per line: /translate then needs one of them.")] = None,
+          char_limit: Annotated[int, typer.Option(help="Characters per text.")] = ServeConfig.char_limit,
+          batch_limit: Annotated[int, typer.Option(help="Texts per request.")] = ServeConfig.batch_limit,
+          body_limit: Annotated[int, typer.Option(help="Bytes per request body.")] = ServeConfig.body_limit,
+          max_beam: Annotated[int, typer.Option(help="The largest beam a request may ask for.")] = ServeConfig.max_beam,
+          req_limit: Annotated[int, typer.Option(help="Requests per minute per client; 0: no limit.")]
+          = ServeConfig.req_limit,
+          batch_wait_ms: Annotated[float, typer.Option(help="How long a request waits for others to be decoded "
+                                                       "with it.")] = ServeConfig.batch_wait_ms,
+          batch_tokens: Annotated[int, typer.Option(help="Source tokens decoded together at most; 1 decodes one "
+                                                    "request at a time.")] = ServeConfig.batch_tokens,
+          queue_size: Annotated[int, typer.Option(help="Requests waiting for the model at most.")]
+          = ServeConfig.queue_size,
+          request_timeout: Annotated[float, typer.Option(help="Seconds a request may wait for its translation.")]
+          = ServeConfig.request_timeout,
+          body_timeout: Annotated[float, typer.Option(help="Seconds a client may take to send a request body.")]
+          = ServeConfig.body_timeout):
+    """Serve a model over HTTP: LibreTranslate's API (its clients work unchanged), mt's own API, and a page to try
+    it in at /. Concurrent requests are decoded together. SIGTERM or Ctrl-C finish the requests in flight, then stop.
+    Needs the serve extra: pip install -e ".[serve]"."""
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise MtError('mt serve needs the serve extra: pip install -e ".[serve]"', exit_code=1)
+    from mt.serve import read_api_keys, serve as run_server
+    from mt.translate import load_translator
 
-    torch_device = resolve_device(device)
-    if engine == "ctranslate2":
-        from mt.export import CTranslate2Engine
-
-        model_dir = checkpoint or default_checkpoint().parent.parent / "ctranslate2"
-        ct2 = CTranslate2Engine(model_dir, torch_device)
-        decode = _decode_options(ct2.decode, overrides)
-        return lambda lines, first_line: ct2.translate_nbest(lines, decode, first_line)
-    if engine != "mt":
-        raise MtError(f"--engine {engine}: expected mt or ctranslate2")
-    model, tok, config, _ = load_model(checkpoint or default_checkpoint(), torch_device)
-    decode = _decode_options(config.decode, overrides)
-    return lambda lines, first_line: translate_nbest(model, tok, lines, decode, torch_device, first_line)
-
-
-def _decode_options(decode, overrides: dict):
-    """The checkpoint's decode settings with the command line's options (those given) on top."""
-    import dataclasses
-
-    given = {k: v for k, v in overrides.items() if v is not None}
-    decode = dataclasses.replace(decode, **{"nbest": 1, **given})
-    if decode.nbest > decode.beam_size:
-        raise MtError(f"--nbest {decode.nbest}: cannot exceed the beam size ({decode.beam_size}); raise --beam")
-    return decode
+    limits = ServeConfig(char_limit=char_limit, batch_limit=batch_limit, body_limit=body_limit, max_beam=max_beam,
+                         req_limit=req_limit, batch_wait_ms=batch_wait_ms, batch_tokens=batch_tokens,
+                         queue_size=queue_size, request_timeout=request_timeout, body_timeout=body_timeout).checked()
+    keys = read_api_keys(api_keys) if api_keys else frozenset()
+    run_server(load_translator(checkpoint, device, engine), engine, limits, host, port, keys)
 
 
 @contextmanager
@@ -336,10 +357,11 @@ def _line_writer(output: Path | None):
 def main() -> None:
     """The `mt` command. A user's mistake, in a config or data file or on the command line, is printed as one
     line with a non-zero exit; `--debug` shows the traceback instead."""
-    try:
-        status = app(standalone_mode=False, prog_name="mt")  # Ctrl-C returns 130; a closed pipe exits quietly
+    chosen = GlobalOptions()
+    try:  # Ctrl-C returns 130; a closed pipe exits quietly
+        status = app(standalone_mode=False, prog_name="mt", obj=chosen)
     except (MtError, typer.TyperException) as e:
-        if "--debug" in sys.argv:
+        if chosen.debug:
             raise
         message = str(e) if isinstance(e, MtError) else e.format_message()
         if message:  # `mt` alone has shown its help and has nothing to add

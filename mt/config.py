@@ -7,19 +7,28 @@ Unknown keys, wrong types and out-of-range values are errors that name the key.
 from __future__ import annotations
 
 import dataclasses
-import sys
+import logging
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
 from mt.atomic import atomic_write_bytes
 from mt.errors import MtError
 
+log = logging.getLogger(__name__)
 
-SCRIPTS = ("simplified", "traditional", "keep")
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# The allowed values of the keys and options that take one of a few words. The validator and the command line
+# both read them from here (Typer shows them in --help and refuses others).
+Norm = Literal["post", "pre"]  # post: Add&Norm as in the paper; pre: LayerNorm before each sub-layer
+Positions = Literal["sinusoidal", "learned"]  # learned: a trained vector per position (the paper's Table 3, row E)
+Script = Literal["simplified", "traditional", "keep"]
+Device = Literal["auto", "cpu", "cuda"]  # auto: cuda when there is a GPU, else cpu
+Engine = Literal["mt", "ctranslate2"]  # what translates: mt's own search, or a CTranslate2 export of the model
+Precision = Literal["auto", "fp32", "bf16", "fp16"]  # auto: bf16 on a CUDA GPU that has it, else fp32
+CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]  # torch.compile's
 
 
 @dataclass
@@ -32,8 +41,8 @@ class ModelConfig:
     num_encoder_layers: int = 6
     num_decoder_layers: int = 6
     dropout: float = 0.1
-    norm: str = "post"  # "post": Add&Norm as in the paper; "pre": LayerNorm before each sub-layer
-    positions: str = "sinusoidal"  # or "learned": a trained vector per position (the paper's Table 3, row E)
+    norm: Norm = "post"
+    positions: Positions = "sinusoidal"
     tie_embeddings: bool = True  # share source/target embeddings and the generator (joint vocabulary only)
     init_std: float = 0.0  # 0: Glorot-uniform projections (tensor2tensor); > 0: all weights N(0, init_std²) (Marian)
     max_positions: int = 1024  # rows of the sinusoidal position table
@@ -83,14 +92,14 @@ class DataConfig:
     dev: CorpusConfig = field(default_factory=lambda: CorpusConfig(split="validation"))
     test: CorpusConfig = field(default_factory=lambda: CorpusConfig(split="test"))
     max_len: int = 128  # pairs with more tokens on either side are dropped from training (and counted)
-    chinese_script: str = "simplified"  # a zh side is converted to it (OpenCC) before tokenising: or traditional, keep
+    chinese_script: Script = "simplified"  # a zh side is converted to this script (OpenCC) before tokenising
     dev_max_sentences: int = 0  # validate on the first N dev pairs (0: all)
 
     def training_corpora(self) -> dict[str, CorpusConfig]:
         """data.train and data.extra_train, by the names that errors and reports give them."""
         return {"train": self.train} | {f"extra_train[{i}]": c for i, c in enumerate(self.extra_train)}
 
-    def scripts(self) -> tuple[str, str]:
+    def scripts(self) -> tuple[Script, Script]:
         """The script that each side's text is converted to before tokenising; "keep" unless it is Chinese."""
         return tuple(self.chinese_script if lang.split("-")[0] == "zh" else "keep"
                      for lang in (self.src_lang, self.tgt_lang))
@@ -102,7 +111,7 @@ class TrainConfig:
 
     run_dir: str = ""  # empty: runs/<config file name>
     seed: int = 1
-    device: str = "auto"  # auto | cpu | cuda
+    device: Device = "auto"
     max_steps: int = 100_000
     max_minutes: float = 0.0  # also stop after this many minutes of training, validations included (0: no limit)
     max_tokens: int = 25_000  # a batch holds at most this many padded tokens (per side)
@@ -114,9 +123,9 @@ class TrainConfig:
     label_smoothing: float = 0.1
     clip_grad_norm: float = 0.0  # 0: no clipping (the paper does not clip)
     accum_steps: int = 1  # batches whose gradients are summed into one update (per process)
-    precision: str = "auto"  # auto (bf16 on CUDA where supported, else fp32) | fp32 | bf16 | fp16 (loss scaling)
+    precision: Precision = "auto"  # fp16 adds a dynamic loss scaler
     compile: bool = False  # torch.compile the model: one graph per length bucket, or one with dynamic shapes
-    compile_mode: str = "default"  # torch.compile's mode; "reduce-overhead" replays CUDA graphs (GPU, with buckets)
+    compile_mode: CompileMode = "default"  # "reduce-overhead" replays CUDA graphs (GPU, with length buckets)
     length_buckets: list[int] = field(default_factory=list)  # e.g. [16, 32, 64, 128]: batches of fixed shapes
     num_workers: int = 0  # processes that build batches ahead of the model (0: the training process itself)
     patience: int = 0  # stop after this many validations without a better dev BLEU (0: never stop early)
@@ -138,6 +147,55 @@ class DecodeConfig:
     min_len: int = 0  # no EOS before this many output tokens
     no_repeat_ngram_size: int = 0  # > 0: no n-gram of this many tokens twice in an output (stops loops); 0: off
     max_tokens: int = 4000  # source tokens per decoding batch (sentences sorted by length, then grouped)
+
+    def replace(self, names: dict[str, str] | None = None, **values) -> DecodeConfig:
+        """A copy with the given values (None: keep this one's), checked; see `checked` for `names`."""
+        return dataclasses.replace(self, **{k: v for k, v in values.items() if v is not None}).checked(names)
+
+    def checked(self, names: dict[str, str] | None = None) -> DecodeConfig:
+        """self, after the range checks; an error names a key as `names` has it (e.g. the command-line option
+        that set it), else as the config key."""
+        checks = [
+            (self.beam_size >= 1, "beam_size", "must be at least 1"),
+            (self.alpha >= 0, "alpha", "must be 0 or more"),
+            (1 <= self.nbest <= self.beam_size, "nbest", f"must be between 1 and the beam size ({self.beam_size})"),
+            (self.max_len_a >= 0, "max_len_a", "must be 0 or more"),
+            (self.max_len_b >= 1, "max_len_b", "outputs need room for at least one token"),
+            (self.min_len >= 0, "min_len", "must be 0 or more"),
+            (self.no_repeat_ngram_size >= 0, "no_repeat_ngram_size", "must be 0 (off) or more"),
+            (self.max_tokens > 0, "max_tokens", "must be positive"),
+        ]
+        for ok, key, why in checks:
+            if not ok:
+                where = f"{names[key]} {getattr(self, key)}" if names and key in names else f"config key decode.{key}"
+                raise MtError(f"{where}: {why}")
+        return self
+
+
+@dataclass
+class ServeConfig:
+    """`mt serve`'s limits and batching (command-line options, not a config file's section). LibreTranslate leaves
+    its limits unlimited by default; a server open to others needs some, so these are on."""
+
+    char_limit: int = 5000        # characters per text; more: 400
+    batch_limit: int = 64         # texts per request (`q` as a list); more: 400
+    body_limit: int = 1_000_000   # bytes per request body; more: 413
+    max_beam: int = 16            # the largest beam (and n-best) a request may ask for
+    req_limit: int = 0            # requests per minute per client (its API key, else its address); more: 429; 0: off
+    batch_wait_ms: float = 5.0    # how long a request waits for others to be decoded with
+    batch_tokens: int = 4000      # source tokens gathered into one decoding round at most
+    queue_size: int = 256         # requests waiting for the model at most; more: 503
+    request_timeout: float = 60.0  # seconds a request may wait for its translation; more: 503
+    body_timeout: float = 10.0    # seconds a client may take to send its request body; more: 408
+
+    def checked(self) -> ServeConfig:
+        """self, after the range checks; errors name the command-line option."""
+        for name, value in dataclasses.asdict(self).items():
+            least = 0 if name in ("req_limit", "batch_wait_ms") else 1e-3 if "timeout" in name else 1
+            if value < least:
+                why = "0 or more" if least == 0 else "positive"
+                raise MtError(f"--{name.replace('_', '-')} {value}: must be {why}")
+        return self
 
 
 @dataclass
@@ -213,7 +271,7 @@ def save_config(config: Config, path: Path) -> None:
 
 
 def validate(config: Config) -> None:
-    """Range checks that types alone cannot express."""
+    """Range checks that types alone cannot express (the types, allowed words included, are checked by _build)."""
     m, t, d, k = config.model, config.train, config.data, config.tokenizer
     buckets = t.length_buckets or [d.max_len]  # none is always valid
     checks = [
@@ -224,19 +282,15 @@ def validate(config: Config) -> None:
         (m.num_encoder_layers > 0, "model.num_encoder_layers", "must be positive"),
         (m.num_decoder_layers > 0, "model.num_decoder_layers", "must be positive"),
         (0.0 <= m.dropout < 1.0, "model.dropout", "must be in [0, 1)"),
-        (m.norm in ("post", "pre"), "model.norm", "must be 'post' or 'pre'"),
-        (m.positions in ("sinusoidal", "learned"), "model.positions", "must be 'sinusoidal' or 'learned'"),
         (m.max_positions > 0, "model.max_positions", "must be positive"),
         (m.init_std >= 0, "model.init_std", "must be 0 (Glorot) or positive"),
         (k.vocab_size >= 16, "tokenizer.vocab_size", "must be at least 16"),
         (0.0 < k.character_coverage <= 1.0, "tokenizer.character_coverage", "must be in (0, 1]"),
         (d.max_len > 0, "data.max_len", "must be positive"),
-        (d.chinese_script in SCRIPTS, "data.chinese_script", f"must be one of {', '.join(SCRIPTS)}"),
         (d.max_len <= m.max_positions, "data.max_len", f"must not exceed model.max_positions ({m.max_positions})"),
-        (t.device in ("auto", "cpu", "cuda"), "train.device", "must be auto, cpu or cuda"),
         (t.max_steps > 0, "train.max_steps", "must be positive"),
         (t.max_minutes >= 0, "train.max_minutes", "must be 0 (no limit) or positive"),
-        (t.max_tokens >= d.max_len + 2, "train.max_tokens", f"must hold one pair of data.max_len + 2 tokens"),
+        (t.max_tokens >= d.max_len + 2, "train.max_tokens", "must hold one pair of data.max_len + 2 tokens"),
         (t.warmup_steps > 0, "train.warmup_steps", "must be positive"),
         (t.lr_scale > 0, "train.lr_scale", "must be positive"),
         (0.0 <= t.label_smoothing < 1.0, "train.label_smoothing", "must be in [0, 1)"),
@@ -245,28 +299,18 @@ def validate(config: Config) -> None:
         (t.eval_every > 0, "train.eval_every", "must be positive"),
         (t.keep_last >= 0, "train.keep_last", "must be 0 or more"),
         (t.accum_steps >= 1, "train.accum_steps", "must be at least 1"),
-        (t.precision in ("auto", "fp32", "bf16", "fp16"), "train.precision", "must be auto, fp32, bf16 or fp16"),
         (t.num_workers >= 0, "train.num_workers", "must be 0 or more"),
-        (t.compile_mode in COMPILE_MODES, "train.compile_mode", f"must be one of {', '.join(COMPILE_MODES)}"),
         (buckets == sorted(set(buckets)) and buckets[0] > 0, "train.length_buckets",
          "must be positive lengths in ascending order, e.g. [16, 32, 64, 128]"),
         (buckets[-1] >= d.max_len, "train.length_buckets", f"the longest must hold data.max_len ({d.max_len}) tokens"),
         (buckets[-1] <= t.max_tokens, "train.length_buckets",
          f"a bucket over train.max_tokens ({t.max_tokens}) holds no pair"),
         (t.patience >= 0, "train.patience", "must be 0 (off) or more"),
-        (config.decode.beam_size >= 1, "decode.beam_size", "must be at least 1"),
-        (config.decode.alpha >= 0, "decode.alpha", "must be 0 or more"),
-        (1 <= config.decode.nbest <= config.decode.beam_size, "decode.nbest",
-         f"must be between 1 and decode.beam_size ({config.decode.beam_size})"),
-        (config.decode.min_len >= 0, "decode.min_len", "must be 0 or more"),
-        (config.decode.no_repeat_ngram_size >= 0, "decode.no_repeat_ngram_size", "must be 0 (off) or more"),
-        (config.decode.max_tokens > 0, "decode.max_tokens", "must be positive"),
-        (config.decode.max_len_a >= 0 and config.decode.max_len_b >= 1, "decode.max_len_b",
-         "outputs need room for at least one token"),
     ]
     for ok, key, why in checks:
         if not ok:
             raise MtError(f"config key {key}: {why}")
+    config.decode.checked()
     corpora = d.training_corpora() | {"dev": d.dev, "test": d.test}
     for name, corpus in corpora.items():
         if corpus.path and corpus.hub:
@@ -298,7 +342,7 @@ def _build(cls, raw, prefix: str, source: str, strict: bool = True):
     if unknown and strict:
         raise MtError(f"{source}: unknown config key {prefix}{unknown[0]} (known in {where}: {', '.join(fields)})")
     for name in unknown:
-        print(f"warning: {source}: ignoring config key {prefix}{name}, unknown to this version of mt", file=sys.stderr)
+        log.warning(f"{source}: ignoring config key {prefix}{name}, unknown to this version of mt")
     values = {}
     for name, value in raw.items():
         if name in unknown:
@@ -319,6 +363,10 @@ def _build(cls, raw, prefix: str, source: str, strict: bool = True):
 
 
 def _check_type(value, kind, key: str, source: str):
+    if typing.get_origin(kind) is Literal:  # one of a few words
+        if value in typing.get_args(kind):
+            return value
+        raise MtError(f"{source}: config key {key}: must be one of {', '.join(typing.get_args(kind))}, got {value!r}")
     if kind is float and not isinstance(value, bool) and isinstance(value, (int, str)):
         try:  # YAML 1.1 reads "1e-9" as a string
             return float(value)

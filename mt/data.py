@@ -1,4 +1,4 @@
-"""Corpus → `datasets.Dataset` of text pairs → token ids (cached `map`) → length filter → training batches.
+"""Corpus → `datasets.Dataset` of text pairs → token ids (cached `map`) → length filter.
 
 Local corpora are read with mt.lines, so that a misaligned file or a bad byte is reported with its file and
 line; JSONL and hub datasets go through `datasets.load_dataset`.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -16,12 +17,12 @@ import numpy as np
 import pyarrow as pa
 from datasets.table import InMemoryTable
 
-from mt.batching import Batch, bucket_batches, bucket_shape, make_batch, token_batches
 from mt.config import CorpusConfig, DataConfig
 from mt.errors import MtError
 from mt.lines import read_lines, read_text_column
 from mt.tokenizer import Tokenizer
 
+log = logging.getLogger(__name__)
 datasets.disable_progress_bars()
 
 
@@ -135,10 +136,10 @@ class TrainingMixture:
         for name, part in zip(self.names, encoded):
             rows, report = filter_pairs(part, max_len, name)
             kept.append(rows)
-            print(report)
+            log.info(report)
         rows = self.epoch_rows(kept)
         if len(encoded) > 1:
-            print(f"training mixture: {len(rows):,} pairs per epoch (" + ", ".join(
+            log.info(f"training mixture: {len(rows):,} pairs per epoch (" + ", ".join(
                 f"{name} {len(k):,}×{r}" for name, k, r in zip(self.names, kept, self.repeats)) + ")")
         return (encoded[0] if len(encoded) == 1 else datasets.concatenate_datasets(encoded)), rows
 
@@ -201,46 +202,3 @@ def filter_pairs(encoded: datasets.Dataset, max_len: int, name: str) -> tuple[np
     if len(keep) == 0:
         raise MtError(f"{name}: no pairs left after filtering ({report})")
     return keep, report
-
-
-# ---------------------------------------------------------------- ids → training batches
-
-class TrainBatches:
-    """Endless training batches, addressed by (epoch, index) so that a resumed run sees the same data order.
-
-    Without `buckets`, a batch is as long as its longest pair; with them, it has its bucket's fixed shape.
-    """
-
-    def __init__(self, encoded: datasets.Dataset, rows: np.ndarray, max_tokens: int, seed: int,
-                 buckets: list[int] | None = None):
-        self.ids = encoded.select_columns(["src_ids", "tgt_ids"])
-        src_len, tgt_len = lengths(encoded)
-        self.rows, self.src_len, self.tgt_len = rows, src_len[rows], tgt_len[rows]  # pair i is encoded row rows[i]
-        self.max_tokens, self.seed, self.buckets = max_tokens, seed, buckets
-
-    def epoch(self, epoch: int) -> list[np.ndarray]:
-        rng = np.random.default_rng([self.seed, epoch])
-        if self.buckets:
-            return bucket_batches(self.src_len, self.tgt_len, self.max_tokens, self.buckets, rng)
-        return token_batches(self.src_len, self.tgt_len, self.max_tokens, rng)
-
-    def batch(self, indices: np.ndarray) -> Batch:
-        pairs = self.ids[self.rows[indices].tolist()]
-        return make_batch(pairs["src_ids"], pairs["tgt_ids"], self._shape(indices))
-
-    def padding_ratio(self, epoch: int = 0) -> float:
-        """Share of padded positions (both sides) in the epoch's batches."""
-        real = padded = 0
-        for indices in self.epoch(epoch):
-            real += int(self.src_len[indices].sum() + self.tgt_len[indices].sum())
-            if self.buckets:
-                rows, length = self._shape(indices)
-                padded += rows * (2 * length + 1)  # the target side holds BOS … EOS: L + 1 positions
-            else:
-                padded += len(indices) * int(self.src_len[indices].max() + self.tgt_len[indices].max())
-        return 1.0 - real / padded
-
-    def _shape(self, indices: np.ndarray) -> tuple[int, int] | None:
-        if not self.buckets:
-            return None
-        return bucket_shape(self.src_len[indices], self.tgt_len[indices], self.max_tokens, self.buckets)

@@ -1,34 +1,33 @@
-"""Scoring with sacreBLEU: corpus BLEU and chrF with their signatures, against one or more references.
-
-The BLEU tokenizer follows the target language (13a for English, "zh" for Chinese), as sacreBLEU chooses it.
-"""
+"""`mt evaluate`: translate a test set and score the translations with sacreBLEU (mt/scoring.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pathlib import Path
 
-from sacrebleu.metrics import BLEU, CHRF
-
-from mt.errors import MtError
-
-
-@dataclass
-class Scores:
-    bleu: float
-    chrf: float
-    bleu_signature: str
-    chrf_signature: str
-
-    def lines(self) -> list[str]:
-        return [f"BLEU {self.bleu:.3f}  {self.bleu_signature}", f"chrF {self.chrf:.3f}  {self.chrf_signature}"]
+from mt.atomic import atomic_write_bytes
+from mt.config import DataConfig, DecodeConfig
+from mt.data import read_corpus
+from mt.lines import read_lines
+from mt.scoring import Scores, score
+from mt.translate import Translator
 
 
-def score(hypotheses: list[str], references: list[list[str]], tgt_lang: str) -> Scores:
-    """hypotheses: one line per segment; references: one list of lines per reference set."""
-    for number, ref in enumerate(references, start=1):
-        if len(ref) != len(hypotheses):
-            raise MtError(f"reference {number} has {len(ref)} lines but there are {len(hypotheses)} hypotheses")
-    bleu, chrf = BLEU(trg_lang=tgt_lang), CHRF()
-    bleu_score = bleu.corpus_score(hypotheses, references)
-    chrf_score = chrf.corpus_score(hypotheses, references)
-    return Scores(bleu_score.score, chrf_score.score, str(bleu.get_signature()), str(chrf.get_signature()))
+def read_test_set(data: DataConfig) -> tuple[list[str], list[list[str]]]:
+    """A config's test set: its source lines and its one set of references."""
+    test = read_corpus(data.test, data, "test")
+    return test["src"], [test["tgt"]]
+
+
+def read_test_files(src: Path, refs: list[Path]) -> tuple[list[str], list[list[str]]]:
+    """A source file and one or more reference files."""
+    return read_lines(src), [read_lines(ref) for ref in refs]
+
+
+def evaluate(translator: Translator, sources: list[str], references: list[list[str]], decode: DecodeConfig,
+             output: Path | None = None) -> Scores:
+    """Translate `sources`, keep the translations in `output` (written atomically) if given, and score them
+    against `references` with the BLEU tokenizer of the model's target language."""
+    hypotheses = translator.translate_lines(sources, decode)
+    if output is not None:
+        atomic_write_bytes(output, "".join(line + "\n" for line in hypotheses).encode("utf-8"))
+    return score(hypotheses, references, translator.config.data.tgt_lang)

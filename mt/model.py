@@ -11,14 +11,12 @@ Masks are boolean and True where attention is allowed: `src_mask` [B,1,1,S] hide
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mt.config import ModelConfig
-from mt.packing import Linear  # nn.Linear, with MKL-packed weights while a search decodes on the CPU
 
 
 def make_pad_mask(tokens: Tensor, pad_idx: int) -> Tensor:
@@ -55,10 +53,10 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.num_heads = num_heads
         self.d_k = d_model // num_heads
-        self.w_q = Linear(d_model, d_model)
-        self.w_k = Linear(d_model, d_model)
-        self.w_v = Linear(d_model, d_model)
-        self.w_o = Linear(d_model, d_model)
+        self.w_q = nn.Linear(d_model, d_model)
+        self.w_k = nn.Linear(d_model, d_model)
+        self.w_v = nn.Linear(d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model)
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None,
                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -90,8 +88,8 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int):
         super().__init__()
-        self.w_1 = Linear(d_model, d_ff)
-        self.w_2 = Linear(d_ff, d_model)
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w_2(F.relu(self.w_1(x)))
@@ -146,108 +144,19 @@ class DecoderLayer(nn.Module):
         self.add_norm_cross = AddNorm(config.d_model, config.dropout, pre)
         self.add_norm_ff = AddNorm(config.d_model, config.dropout, pre)
 
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None,
-                need_weights: bool = False, cache: LayerCache | None = None) -> tuple[Tensor, Tensor | None]:
-        """x [B,T,D], memory [B,S,D] → [B,T,D], and the cross-attention weights [B,H,T,S] if asked.
-
-        With a cache, x holds only the newest position(s): their keys and values are appended to the cache,
-        and the memory's keys and values are projected on the first step only.
-        """
-        def self_attention(y: Tensor) -> Tensor:
-            k, v = self.self_attn.keys_values(y, y)
-            if cache is not None:
-                k, v = cache.append_self(k, v)
-            return self.self_attn.attend(y, k, v, tgt_mask)[0]
-
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """x [B,T,D], memory [B,S,D] → [B,T,D], and the cross-attention weights [B,H,T,S] if asked."""
         weights = None
 
         def cross_attention(y: Tensor) -> Tensor:  # Q from the decoder, K and V from the encoder's memory
             nonlocal weights
-            if cache is None:
-                k, v = self.cross_attn.keys_values(memory, memory)
-            else:
-                if cache.cross_k is None:
-                    cache.cross_k, cache.cross_v = self.cross_attn.keys_values(memory, memory)
-                k, v = cache.cross_k, cache.cross_v
-                if y.size(0) != k.size(0):  # beam search: a sentence's K beams [B·K,T,D] → K·T queries [B,K·T,D]
-                    out, _ = self.cross_attn.attend(y.reshape(memory.size(0), -1, y.size(-1)), k, v, src_mask)
-                    return out.view(y.shape)
-            out, weights = self.cross_attn.attend(y, k, v, src_mask, need_weights)
+            out, weights = self.cross_attn(y, memory, memory, src_mask, need_weights)
             return out
 
-        x = self.add_norm_self(x, self_attention)
+        x = self.add_norm_self(x, lambda y: self.self_attn(y, y, y, tgt_mask)[0])
         x = self.add_norm_cross(x, cross_attention)
         return self.add_norm_ff(x, self.feed_forward), weights
-
-
-@dataclass
-class LayerCache:
-    """What one decoder layer keeps between decoding steps.
-
-    The self-attention keys and values live in buffers with room for `capacity` positions, written in place:
-    a step neither copies the past nor allocates memory, as torch.cat would at every token.
-    In beam search, decoder rows come in groups of K that translate the same sentence, and the memory has one
-    row per group: its keys and values are neither copied K times nor reordered with the beams.
-    """
-
-    self_k: Tensor | None = None   # [B,H,capacity,d_k]: the keys of the `length` tokens produced so far, then room
-    self_v: Tensor | None = None   # [B,H,capacity,d_k]
-    length: int = 0
-    cross_k: Tensor | None = None  # [B,H,S,d_k] the memory's keys, projected once per sentence
-    cross_v: Tensor | None = None  # [B,H,S,d_k]
-    capacity: int = 64             # positions to make room for at first; doubled when full
-    spare: tuple[Tensor, Tensor] | None = None  # buffers that select() writes reordered rows into, then swaps
-
-    def append_self(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Write new keys/values k, v [B,H,n,d_k] after the cached ones → all keys/values [B,H,length,d_k]."""
-        end = self.length + k.size(2)
-        if self.self_k is None or end > self.self_k.size(2):
-            self._grow(k, max(end, 2 * self.capacity if self.self_k is not None else self.capacity))
-        self.self_k[:, :, self.length:end] = k
-        self.self_v[:, :, self.length:end] = v
-        self.length = end
-        return self.self_k[:, :, :end], self.self_v[:, :, :end]
-
-    def _grow(self, like: Tensor, capacity: int) -> None:
-        batch, heads, _, d_k = like.shape
-        k, v = (like.new_empty(batch, heads, capacity, d_k) for _ in range(2))
-        if self.self_k is not None:
-            used = slice(0, self.length)
-            k[:, :, used], v[:, :, used] = self.self_k[:, :, used], self.self_v[:, :, used]
-        self.self_k, self.self_v, self.capacity, self.spare = k, v, capacity, None
-
-    def select(self, rows: Tensor, memory_rows: Tensor | None) -> None:
-        """Keep batch rows `rows` [N], and the memory's keys/values of `memory_rows` (None: keep them all)."""
-        if memory_rows is not None and self.cross_k is not None:
-            self.cross_k = self.cross_k.index_select(0, memory_rows)
-            self.cross_v = self.cross_v.index_select(0, memory_rows)
-        if self.self_k is None:
-            return
-        if self.spare is None or self.spare[0].size(0) != len(rows):
-            self.spare = tuple(self.self_k.new_empty(len(rows), *self.self_k.shape[1:]) for _ in range(2))
-        new_k, new_v = self.spare
-        used = slice(0, self.length)  # only the positions written so far are copied
-        torch.index_select(self.self_k[:, :, used], 0, rows, out=new_k[:, :, used])
-        torch.index_select(self.self_v[:, :, used], 0, rows, out=new_v[:, :, used])
-        self.spare = (self.self_k, self.self_v) if self.self_k.size(0) == len(rows) else None
-        self.self_k, self.self_v = new_k, new_v
-
-
-@dataclass
-class DecoderCache:
-    """The decoder's state for incremental decoding: one LayerCache per layer."""
-
-    layers: list[LayerCache] = field(default_factory=list)
-
-    @property
-    def length(self) -> int:
-        """Target positions already decoded (the next token's position)."""
-        return self.layers[0].length if self.layers else 0
-
-    def select(self, rows: Tensor, memory_rows: Tensor | None) -> None:
-        """Keep batch rows `rows` [N] (beam search reorders and prunes hypotheses); see LayerCache.select."""
-        for layer in self.layers:
-            layer.select(rows, memory_rows)
 
 
 class TokenEmbedding(nn.Module):
@@ -314,16 +223,12 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_decoder_layers))
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 
-    def new_cache(self, capacity: int = 64) -> DecoderCache:
-        """An empty cache with room for `capacity` target positions (it grows if a search needs more)."""
-        return DecoderCache([LayerCache(capacity=capacity) for _ in self.layers])
-
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None,
-                need_weights: bool = False, cache: DecoderCache | None = None) -> tuple[Tensor, list[Tensor]]:
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor,
+                need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
         """→ hidden states [B,T,D], and per layer the cross-attention weights [B,H,T,S] if asked."""
         attention = []
-        for i, layer in enumerate(self.layers):
-            x, weights = layer(x, memory, src_mask, tgt_mask, need_weights, cache.layers[i] if cache else None)
+        for layer in self.layers:
+            x, weights = layer(x, memory, src_mask, tgt_mask, need_weights)
             if need_weights:
                 attention.append(weights)
         return self.final_norm(x), attention
@@ -334,7 +239,7 @@ class Generator(nn.Module):
 
     def __init__(self, d_model: int, vocab_size: int):
         super().__init__()
-        self.proj = Linear(d_model, vocab_size, bias=False)
+        self.proj = nn.Linear(d_model, vocab_size, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.proj(x)
@@ -381,16 +286,10 @@ class Transformer(nn.Module):
         """src [B,S], src_mask [B,1,1,S] → memory [B,S,D]"""
         return self.encoder(self.positions(self.src_embed(src)), src_mask)
 
-    def decode(self, tgt_input: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None,
-               need_weights: bool = False, cache: DecoderCache | None = None) -> tuple[Tensor, list[Tensor]]:
-        """tgt_input [B,T], memory [B,S,D] → hidden [B,T,D] (and cross-attention weights if asked).
-
-        With a cache, tgt_input holds only the new token(s) [B,1], placed after the cache's positions, and
-        tgt_mask may be None: a new token may attend to every token before it.
-        """
-        offset = cache.length if cache is not None else 0
-        x = self.positions(self.tgt_embed(tgt_input), offset)
-        return self.decoder(x, memory, src_mask, tgt_mask, need_weights, cache)
+    def decode(self, tgt_input: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor,
+               need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """tgt_input [B,T], memory [B,S,D] → hidden [B,T,D] (and cross-attention weights if asked)."""
+        return self.decoder(self.positions(self.tgt_embed(tgt_input)), memory, src_mask, tgt_mask, need_weights)
 
     @torch.no_grad()
     def cross_attention(self, src: Tensor, tgt_input: Tensor) -> Tensor:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import io
 import json
-import sys
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,9 @@ from matplotlib.ft2font import FT2Font  # noqa: E402
 
 from mt.atomic import atomic_write_bytes  # noqa: E402
 from mt.errors import MtError  # noqa: E402
+from mt.translate import Attention  # noqa: E402
+
+log = logging.getLogger(__name__)
 
 
 def read_log(run_dir: Path) -> tuple[list[dict], list[dict]]:
@@ -72,6 +75,15 @@ def steps(records: list[dict]) -> list[int]:
 
 def values(records: list[dict], key: str) -> list[float]:
     return [r[key] for r in records]
+
+
+def draw_attention(attention: Attention, output: Path, layer: int | None = None, head: int | None = None) -> Figure:
+    """A translation's cross-attention (Translator.attention); a chosen head alone is of the last layer unless
+    `layer` says which. See plot_attention."""
+    if head is not None and layer is None:
+        layer = attention.weights.size(0)
+    return plot_attention(attention.weights, Pieces(attention.source, attention.source_ids),
+                          Pieces(attention.target, attention.target_ids), output, layer, head)
 
 
 def plot_attention(weights, src: Pieces, tgt: Pieces, output: Path, layer: int | None = None,
@@ -135,8 +147,8 @@ def cjk_font() -> str | None:
             continue
         if all(ord(c) in charmap for c in "中文爱"):
             return entry.name
-    print("warning: no installed font has Chinese characters (install e.g. fonts-noto-cjk); "
-          "Chinese pieces are labelled by their ids", file=sys.stderr)
+    log.warning("no installed font has Chinese characters (install e.g. fonts-noto-cjk); "
+                "Chinese pieces are labelled by their ids")
     return None
 
 

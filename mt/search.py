@@ -1,9 +1,12 @@
 """Decoding: from source ids to output ids, greedy or by beam search.
 
 Both encode the source once and feed the decoder one new token per step, keeping each layer's keys and values
-in a DecoderCache (use_cache=False re-runs the decoder over the whole prefix instead: the reference the
-cached path must match). On the CPU, the cached path's steps multiply by packed weights (mt/packing.py).
-An output is its tokens up to and including EOS, or `max_len` tokens without one.
+in a DecoderCache (mt/cache.py); use_cache=False decodes the whole prefix again at every step instead: the
+reference that the cached path must match. An output is its tokens up to and including EOS, or `max_len` tokens
+without one.
+
+A hypothesis's score means the same in both searches: its log-probability (EOS included) divided by GNMT's
+length penalty ((5 + length) / 6) ** alpha, its length counting EOS. With alpha 0 it is the log-probability.
 """
 
 from __future__ import annotations
@@ -13,15 +16,54 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from mt.model import DecoderCache, Transformer, make_pad_mask, make_tgt_mask
-from mt.packing import packed_weights
+from mt.batching import pad_ids, source_batches
+from mt.cache import DecoderCache
+from mt.config import DecodeConfig
+from mt.model import Transformer, make_pad_mask, make_tgt_mask
+from mt.packing import PackedWeights
 from mt.tokenizer import BOS, EOS, PAD
 
 
 @dataclass
 class Hypothesis:
     tokens: list[int]  # output ids, without BOS and EOS
-    score: float       # log-probability of the tokens (and of EOS, when there is one) / the length penalty
+    score: float       # log-probability (EOS included) / length_penalty(length with EOS, alpha)
+
+
+class Searcher:
+    """mt's own engine: a model on a device, translating sources (ids) in length-sorted batches. On the CPU,
+    the decoder's steps multiply by weights packed for their size (mt/packing.py), kept from batch to batch."""
+
+    def __init__(self, model: Transformer, device: torch.device):
+        self.model, self.device, self.max_positions = model, device, model.config.max_positions
+        self.packed = PackedWeights()
+
+    def search(self, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
+        """The decode.nbest best outputs of each source, best first, in input order. Sources are sorted by
+        length into batches of at most decode.max_tokens tokens; each keeps its own output limit."""
+        found: list[list[Hypothesis]] = [[] for _ in src_ids]
+        for batch in source_batches(src_ids, decode.max_tokens):
+            src = pad_ids([src_ids[i] for i in batch]).to(self.device)                            # [B, S]
+            limits = [output_limit(decode, len(src_ids[i]), self.max_positions) for i in batch]
+            # Each decoder step has B·beam rows (fewer once a beam search sentence is done)
+            with self.packed.applied([self.model.decoder, self.model.generator], len(batch) * decode.beam_size):
+                hypotheses = search_batch(self.model, src, torch.tensor(limits, device=self.device), decode)
+            for i, hyps in zip(batch, hypotheses):
+                found[i] = hyps
+        return found
+
+
+def output_limit(decode: DecodeConfig, src_len: int, max_positions: int) -> int:
+    """The most tokens an output may have: a · source length + b, within the position table."""
+    return min(int(decode.max_len_a * src_len + decode.max_len_b), max_positions - 1)
+
+
+def search_batch(model: Transformer, src: Tensor, max_len: Tensor, decode: DecodeConfig) -> list[list[Hypothesis]]:
+    """src [B,S], max_len [B] → the decode.nbest best outputs of each sentence, greedy when decode.beam_size is 1."""
+    options = {"alpha": decode.alpha, "min_len": decode.min_len, "no_repeat_ngram_size": decode.no_repeat_ngram_size}
+    if decode.beam_size == 1:
+        return [[h] for h in greedy_search(model, src, max_len, **options)]
+    return beam_search(model, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
 
 
 class StepDecoder:
@@ -33,17 +75,17 @@ class StepDecoder:
 
     def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool, max_len: int,
                  min_len: int = 0, no_repeat_ngram_size: int = 0, beams: int = 1):
+        self.cache = DecoderCache(model, memory, src_mask, beams, capacity=max_len) if use_cache else None
         if not use_cache and beams > 1:
             rows = torch.arange(memory.size(0), device=memory.device).repeat_interleave(beams)
             memory, src_mask = memory.index_select(0, rows), src_mask.index_select(0, rows)  # [B·K,S,D]
         self.model, self.memory, self.src_mask, self.min_len = model, memory, src_mask, min_len
         self.no_repeat_ngram_size, self.beams = no_repeat_ngram_size, beams
-        self.cache: DecoderCache | None = model.decoder.new_cache(max_len) if use_cache else None
 
     def log_probs(self, prefixes: Tensor) -> Tensor:
         """prefixes [N, t] (BOS first) → log-probabilities of the next token [N, V]."""
         if self.cache is not None:  # only the newest token goes through the decoder
-            hidden, _ = self.model.decode(prefixes[:, -1:], self.memory, self.src_mask, None, cache=self.cache)
+            hidden = self.cache.step(prefixes[:, -1:])
         else:
             hidden, _ = self.model.decode(prefixes, self.memory, self.src_mask, make_tgt_mask(prefixes, PAD))
         log_probs = self.model.generator(hidden[:, -1]).float().log_softmax(dim=-1)
@@ -54,21 +96,13 @@ class StepDecoder:
             block_repeated_ngrams(log_probs, prefixes[:, 1:], self.no_repeat_ngram_size)
         return log_probs
 
-    def packed(self, rows: int):
-        """A block in which the cached decoder's steps of `rows` rows multiply by packed weights (mt/packing.py);
-        the full recomputation, the reference the cache must match, multiplies plainly."""
-        return packed_weights([self.model.decoder, self.model.generator] if self.cache is not None else [], rows)
-
     def select(self, rows: Tensor, same_sentences: bool) -> None:
         """Keep rows `rows` of the batch, in that order (beam search reorders its hypotheses). With
         `same_sentences`, each row stays among its sentence's rows, so the memory rows need no reordering."""
-        memory_rows = None
-        if not same_sentences:  # with the cache, one memory row per group of beams: the group's sentence
-            memory_rows = rows if self.cache is None else rows.view(-1, self.beams)[:, 0] // self.beams
-            self.memory = self.memory.index_select(0, memory_rows)
-            self.src_mask = self.src_mask.index_select(0, memory_rows)
-        if self.cache is not None:
-            self.cache.select(rows, memory_rows)
+        if self.cache is not None:  # one memory row per group of beams: the group's sentence
+            self.cache.select(rows, None if same_sentences else rows.view(-1, self.beams)[:, 0] // self.beams)
+        elif not same_sentences:
+            self.memory, self.src_mask = self.memory.index_select(0, rows), self.src_mask.index_select(0, rows)
 
 
 def block_repeated_ngrams(log_probs: Tensor, tokens: Tensor, n: int) -> None:
@@ -84,9 +118,10 @@ def block_repeated_ngrams(log_probs: Tensor, tokens: Tensor, n: int) -> None:
 
 
 @torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
-def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: bool = True,
+def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: bool = True, alpha: float = 0.0,
                   min_len: int = 0, no_repeat_ngram_size: int = 0) -> list[Hypothesis]:
-    """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step."""
+    """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step.
+    alpha only scores the output (see the module's docstring), as beam search would score it."""
     src_mask = make_pad_mask(src, PAD)                                      # [B,1,1,S]
     decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache, int(max_len.max()), min_len,
                           no_repeat_ngram_size)
@@ -94,16 +129,20 @@ def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: b
     ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
     log_prob = torch.zeros(batch, device=src.device)
     finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    with decoder.packed(rows=batch):  # finished rows stay in the batch: every step has B rows
-        for step in range(int(max_len.max())):
-            best, next_token = decoder.log_probs(ys).max(dim=-1)               # [B], [B]
-            log_prob += best.masked_fill(finished, 0.0)
-            next_token = next_token.masked_fill(finished, PAD)
-            ys = torch.cat([ys, next_token[:, None]], dim=1)
-            finished |= (next_token == EOS) | (step + 1 >= max_len)
-            if finished.all():
-                break
-    return [Hypothesis(tokens, lp) for tokens, lp in zip(map(_strip, ys[:, 1:].tolist()), log_prob.tolist())]
+    for step in range(int(max_len.max())):  # finished rows stay in the batch: every step has B rows
+        best, next_token = decoder.log_probs(ys).max(dim=-1)               # [B], [B]
+        log_prob += best.masked_fill(finished, 0.0)
+        next_token = next_token.masked_fill(finished, PAD)
+        ys = torch.cat([ys, next_token[:, None]], dim=1)
+        finished |= (next_token == EOS) | (step + 1 >= max_len)
+        if finished.all():
+            break
+    hypotheses = []
+    for row, lp in zip(ys[:, 1:].tolist(), log_prob.tolist()):
+        tokens = _strip(row)
+        length = len(tokens) + (EOS in row)
+        hypotheses.append(Hypothesis(tokens, lp / length_penalty(length, alpha)))
+    return hypotheses
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -132,30 +171,29 @@ def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     active = list(range(batch))                                                     # sentences still searching
     limits = max_len.tolist()
-    with decoder.packed(rows=batch * k):  # until a sentence finishes and leaves the batch
-        for step in range(int(max_len.max())):
-            log_probs = decoder.log_probs(ys)                                           # [N*K, V]
-            vocab = log_probs.size(-1)
-            candidates = (scores.view(-1, 1) + log_probs).view(len(active), k * vocab)   # [N, K*V]
-            top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)      # [N, 2K]: room after EOS
-            top_rows = top_index // vocab + torch.arange(len(active), device=device)[:, None] * k
-            top_scores, top_rows, top_tokens = top_scores.tolist(), top_rows.tolist(), (top_index % vocab).tolist()
-            survivors, still_active = [], []                                            # (row, token, score)
-            for n, sentence in enumerate(active):
-                ranked = zip(top_scores[n], top_rows[n], top_tokens[n])
-                at_limit = step + 1 >= limits[sentence]
-                kept = _extend(ranked, ys, k, at_limit, alpha, finished[sentence])
-                if kept and not _done(finished[sentence], kept[0][2], nbest, limits[sentence], alpha):
-                    survivors += kept + [(kept[0][0], PAD, float("-inf"))] * (k - len(kept))  # dead rows: -inf
-                    still_active.append(sentence)
-            if not still_active:
-                break
-            rows_kept, tokens, kept_scores = zip(*survivors)
-            index = torch.tensor(rows_kept, device=device)
-            ys = torch.cat([ys.index_select(0, index), torch.tensor(tokens, device=device)[:, None]], dim=1)
-            scores = torch.tensor(kept_scores, device=device).view(-1, k)
-            decoder.select(index, same_sentences=len(still_active) == len(active))
-            active = still_active
+    for step in range(int(max_len.max())):
+        log_probs = decoder.log_probs(ys)                                           # [N*K, V]
+        vocab = log_probs.size(-1)
+        candidates = (scores.view(-1, 1) + log_probs).view(len(active), k * vocab)   # [N, K*V]
+        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)      # [N, 2K]: room after EOS
+        top_rows = top_index // vocab + torch.arange(len(active), device=device)[:, None] * k
+        top_scores, top_rows, top_tokens = top_scores.tolist(), top_rows.tolist(), (top_index % vocab).tolist()
+        survivors, still_active = [], []                                            # (row, token, score)
+        for n, sentence in enumerate(active):
+            ranked = zip(top_scores[n], top_rows[n], top_tokens[n])
+            at_limit = step + 1 >= limits[sentence]
+            kept = _extend(ranked, ys, k, at_limit, alpha, finished[sentence])
+            if kept and not _done(finished[sentence], kept[0][2], nbest, limits[sentence], alpha):
+                survivors += kept + [(kept[0][0], PAD, float("-inf"))] * (k - len(kept))  # dead rows: -inf
+                still_active.append(sentence)
+        if not still_active:
+            break
+        rows_kept, tokens, kept_scores = zip(*survivors)
+        index = torch.tensor(rows_kept, device=device)
+        ys = torch.cat([ys.index_select(0, index), torch.tensor(tokens, device=device)[:, None]], dim=1)
+        scores = torch.tensor(kept_scores, device=device).view(-1, k)
+        decoder.select(index, same_sentences=len(still_active) == len(active))
+        active = still_active
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
 
 

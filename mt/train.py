@@ -1,4 +1,4 @@
-"""The training loop: prepare data, build the model, then step → log → validate → checkpoint until max_steps.
+"""The training loop: build the model, then update → log → validate → checkpoint until max_steps.
 
 Teacher forcing: the decoder reads `tgt[:, :-1]` and is scored on `tgt[:, 1:]` with label-smoothed cross
 entropy over non-PAD positions. Adam(0.9, 0.98, 1e-9) with the paper's inverse-square-root warm-up.
@@ -9,34 +9,37 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import math
-import os
 import resource
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import datasets
 import numpy as np
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from mt.checkpoint import (checkpoint_dir, link_atomic, load_checkpoint, prune_step_checkpoints,
-                           save_checkpoint, tokenizer_state)
-from mt.config import Config, config_to_dict, save_config
-from mt.batching import Batch, make_batch, token_batches
-from mt.data import TrainBatches, TrainingMixture, encode_corpus, filter_pairs, lengths, read_corpus, tokenizer_sample
+from mt.atomic import link_atomic, remove_partial_writes
+from mt.batching import Batch, TrainBatches, make_batch, token_batches
+from mt.checkpoint import checkpoint_dir, load_checkpoint, prune_step_checkpoints, save_checkpoint, tokenizer_state
+from mt.config import Config, Precision, TrainConfig, config_to_dict, save_config
+from mt.data import lengths
 from mt.device import resolve_device
 from mt.distributed import World, close_world, gather_objects, init_world, main_first, sum_across
 from mt.errors import MtError
-from mt.evaluate import score
+from mt.scoring import score
 from mt.model import Transformer
-from mt.tokenizer import PAD, Tokenizer, train_tokenizer
+from mt.prepare import PreparedData, prepare_data
+from mt.search import Searcher
+from mt.tokenizer import PAD, Tokenizer
 from mt.training_log import TrainingLog
-from mt.translate import translate_lines
+
+log = logging.getLogger(__name__)
 
 
 def inverse_sqrt_lr(step: int, d_model: int, warmup_steps: int, scale: float = 1.0) -> float:
@@ -56,48 +59,10 @@ class Position:
     evals_without_gain: int = 0  # validations since dev BLEU last improved (for early stopping)
 
 
-@dataclass
-class PreparedData:
-    tokenizer: Tokenizer
-    train: TrainBatches
-    dev: datasets.Dataset  # encoded and filtered dev pairs, texts included
-
-
-def prepare_tokenizer(config: Config, run_dir: Path, mixture: TrainingMixture) -> Tokenizer:
-    """The run's tokenizer: the one saved in run_dir, or a new one trained on the training corpora."""
-    tokenizer = Tokenizer.load(run_dir, config.data.scripts())
-    if tokenizer is None:
-        start = time.perf_counter()
-        src, tgt = tokenizer_sample(mixture.pairs, mixture.rows, config.tokenizer.sample_size, config.train.seed)
-        tokenizer = train_tokenizer(src, tgt, config.tokenizer, config.data.scripts())
-        tokenizer.save(run_dir)
-        kind = "joint" if tokenizer.joint else "separate"
-        print(f"tokenizer: trained SentencePiece BPE, {tokenizer.src_vocab_size:,} pieces ({kind}) on "
-              f"{len(src):,} pairs in {time.perf_counter() - start:.1f}s → {run_dir}")
-    return tokenizer
-
-
-def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> PreparedData:
-    data = config.data
-    mixture = TrainingMixture(data, config.train.seed)
-    dev_pairs = read_corpus(data.dev, data, "dev")
-    if data.dev_max_sentences:
-        dev_pairs = dev_pairs.select(range(min(data.dev_max_sentences, len(dev_pairs))))
-    tokenizer = tokenizer or prepare_tokenizer(config, run_dir, mixture)
-    cache = run_dir / "cache"
-    train_encoded, train_rows = mixture.encode(tokenizer, cache, data.max_len)
-    dev_encoded = encode_corpus(dev_pairs, tokenizer, cache, "dev")
-    dev_rows, report = filter_pairs(dev_encoded, data.max_len, "dev")
-    print(report)
-    t = config.train
-    train = TrainBatches(train_encoded, train_rows, t.max_tokens, t.seed, t.length_buckets)
-    return PreparedData(tokenizer, train, dev_encoded.select(dev_rows))
-
-
 MAX_SKIPPED_IN_A_ROW = 25  # fp16 loss scaling may skip a few steps while it finds its scale; more is divergence
 
 
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+def autocast_dtype(precision: Precision, device: torch.device) -> torch.dtype | None:
     """train.precision → the dtype that autocast computes in, or None for plain fp32."""
     if precision == "auto":
         return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
@@ -144,6 +109,7 @@ class Trainer:
         self.position = Position()
         self.skipped_in_a_row = 0
         self.run_dir = Path(t.run_dir)
+        self.searcher = Searcher(self.model, device)  # validation's greedy translations
 
     def autocast(self):
         return torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None)
@@ -195,12 +161,12 @@ class Trainer:
     def _skip(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
         self.skipped_in_a_row += 1
-        print(f"step {self.position.step + 1}: skipped, the gradient is not finite "
-              f"({self.skipped_in_a_row} in a row)", file=sys.stderr)
+        log.warning(f"step {self.position.step + 1}: skipped, the gradient is not finite "
+                    f"({self.skipped_in_a_row} in a row)")
         if self.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
             raise MtError(f"training diverged: {self.skipped_in_a_row} updates in a row had a non-finite gradient "
                           f"at step {self.position.step}; lower train.lr_scale, set train.clip_grad_norm, "
-                          f"or use train.precision bf16 or fp32")
+                          f"or use train.precision bf16 or fp32", exit_code=1)
 
     def step_batches(self, epoch: int) -> list[list[np.ndarray]]:
         """The epoch's batches grouped by update: for each, this process's `accum_steps` batches.
@@ -244,8 +210,9 @@ class Trainer:
             loss_sum += nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_label.flatten(),
                                                     ignore_index=PAD, reduction="sum").item()
             tokens += batch.num_tokens
-        greedy = dataclasses.replace(self.config.decode, beam_size=1, nbest=1)  # fast, and comparable across runs
-        hypotheses = translate_lines(self.model, self.data.tokenizer, part["src"], greedy, self.device)
+        greedy = self.config.decode.replace(beam_size=1, nbest=1)  # fast, and comparable across runs
+        found = self.searcher.search(part["src_ids"], greedy)
+        hypotheses = self.data.tokenizer.decode_tgt([hyps[0].tokens for hyps in found])
         parts = gather_objects(self.world, (loss_sum, tokens, mine, hypotheses))
         loss = sum(p[0] for p in parts) / sum(p[1] for p in parts)
         in_order = [hyp for _, hyp in sorted((i, hyp) for p in parts for i, hyp in zip(p[2], p[3]))]
@@ -294,50 +261,43 @@ class Trainer:
     # ------------------------------------------------------------ the loop
 
     def fit(self) -> None:
-        t, p, main = self.config.train, self.position, self.world.is_main
-        log = TrainingLog(self.run_dir, t.tensorboard) if main else None
-        bar = tqdm(total=t.max_steps, initial=p.step, desc="train", unit="step", dynamic_ncols=True, disable=not main,
-                   mininterval=0.5 if sys.stderr.isatty() else 30)  # a log file gets a line every 30 s
-        tokens, started, smoothed, stop = 0, time.perf_counter(), None, False
+        """Update, log, validate and checkpoint until train.max_steps, train.max_minutes or early stopping.
+        Ctrl-C saves a checkpoint of the updates done so far."""
+        t, p = self.config.train, self.position
+        progress = Progress(self.run_dir, t, p.step, self.world.is_main)
         try:
-            while p.step < t.max_steps and not stop:
-                steps = self.step_batches(p.epoch)
-                for batches in self.loader(steps[p.batch_index:]):
-                    result = self.train_step(batches)
-                    p.batch_index += 1
-                    if result is None:
-                        continue
-                    loss, step_tokens = result
-                    p.step += 1
-                    tokens += step_tokens
-                    smoothed = loss if smoothed is None else 0.98 * smoothed + 0.02 * loss
-                    bar.update(1)
-                    if p.step % t.log_every == 0 and main:
-                        tok_s = tokens / (time.perf_counter() - started)
-                        lr = self.scheduler.get_last_lr()[0]
-                        bar.set_postfix(loss=f"{smoothed:.3f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:,.0f}")
-                        log.write(p.step, {"loss": smoothed, "lr": lr, "tok_s": tok_s})
-                    time_up = self._time_up(started)
-                    if p.step % t.eval_every == 0 or p.step == t.max_steps or time_up:
-                        stop = self._evaluate_and_save(bar, log) or time_up
-                    if p.step >= t.max_steps or stop:
+            for batches in self.batches():
+                if p.step >= t.max_steps:
+                    break
+                result = self.train_step(batches)
+                p.batch_index += 1
+                if result is None:  # a non-finite gradient: no update
+                    continue
+                p.step += 1
+                progress.update(*result)
+                if p.step % t.log_every == 0:
+                    progress.log(p.step, self.scheduler.get_last_lr()[0])
+                time_up = self._time_up(progress.started)
+                if p.step % t.eval_every == 0 or p.step == t.max_steps or time_up:
+                    early_stop = self._validate_and_save(progress)
+                    if early_stop or time_up:
                         break
-                if p.batch_index >= len(steps):
-                    p.epoch, p.batch_index = p.epoch + 1, 0
         except KeyboardInterrupt:
-            bar.close()
-            if main:
-                path = self.save(None)
-                raise MtError(f"interrupted at step {p.step}: saved {path}; continue with --resume", exit_code=130)
+            if self.world.is_main:
+                raise MtError(f"interrupted at step {p.step}: saved {self.save(None)}; continue with --resume",
+                              exit_code=130)
             raise MtError("interrupted", exit_code=130)
         finally:
-            bar.close()
-            if log is not None:
-                log.close()
-        elapsed = time.perf_counter() - started
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"done: {p.step} steps, {tokens / max(elapsed, 1e-9):,.0f} target tokens/s, peak memory "
-              f"{peak_mb:,.0f} MB, best dev BLEU {p.best_bleu:.2f}; checkpoints in {checkpoint_dir(self.run_dir)}")
+            progress.close()
+        log.info(f"done: {p.step} steps, {progress.tokens_per_second():,.0f} target tokens/s, peak memory "
+                 f"{peak_memory_mb():,.0f} MB, best dev BLEU {p.best_bleu:.2f}; checkpoints in "
+                 f"{checkpoint_dir(self.run_dir)}")
+
+    def batches(self) -> Iterator[list[Batch]]:
+        """This process's batches for each update from the current position on, epoch after epoch."""
+        while True:
+            yield from self.loader(self.step_batches(self.position.epoch)[self.position.batch_index:])
+            self.position.epoch, self.position.batch_index = self.position.epoch + 1, 0
 
     def _time_up(self, started: float) -> bool:
         """train.max_minutes has passed (on any process's clock: all processes stop at the same update)."""
@@ -346,8 +306,8 @@ class Trainer:
             return False
         return sum_across(self.world, float(time.perf_counter() - started > 60 * limit), self.device) > 0
 
-    def _evaluate_and_save(self, bar: tqdm, log: TrainingLog | None) -> bool:
-        """Validate, checkpoint, log. Returns True when early stopping ends training."""
+    def _validate_and_save(self, progress: Progress) -> bool:
+        """Validate, checkpoint, report. Returns True when early stopping ends training."""
         dev = self.validate()
         p, patience = self.position, self.config.train.patience
         if dev["dev_bleu"] > p.best_bleu:
@@ -355,15 +315,53 @@ class Trainer:
         else:
             p.evals_without_gain += 1
         stop = patience > 0 and p.evals_without_gain >= patience
-        if not self.world.is_main:
-            return stop
-        path = self.save(dev)
-        bar.write(f"step {p.step}: dev loss {dev['dev_loss']:.3f} ppl {dev['dev_ppl']:.1f} "
-                  f"BLEU {dev['dev_bleu']:.2f} chrF {dev['dev_chrf']:.2f} | {dev['sample'][:60]!r} → {path.name}")
-        log.write(p.step, dev)
-        if stop:
-            bar.write(f"early stop: no better dev BLEU in {patience} validations (best {p.best_bleu:.2f})")
+        if self.world.is_main:
+            path = self.save(dev)
+            progress.validated(p.step, dev, path)
+            if stop:
+                log.info(f"early stop: no better dev BLEU in {patience} validations (best {p.best_bleu:.2f})")
         return stop
+
+
+class Progress:
+    """What the person watching sees (a progress bar, and a line per validation) and what the run's log keeps
+    (log.jsonl, TensorBoard): the main process's only."""
+
+    def __init__(self, run_dir: Path, t: TrainConfig, step: int, main: bool):
+        self.training_log = TrainingLog(run_dir, t.tensorboard) if main else None
+        self.bar = tqdm(total=t.max_steps, initial=step, desc="train", unit="step", dynamic_ncols=True,
+                        disable=not (main and log.isEnabledFor(logging.INFO)),  # --quiet: no bar
+                        mininterval=0.5 if sys.stderr.isatty() else 30)  # into a log file: a line every 30 s
+        self.started, self.tokens, self.smoothed = time.perf_counter(), 0, None
+
+    def update(self, loss: float, tokens: float) -> None:
+        """One update's loss per target token and the global batch's target tokens."""
+        self.tokens += tokens
+        self.smoothed = loss if self.smoothed is None else 0.98 * self.smoothed + 0.02 * loss
+        self.bar.update(1)
+
+    def tokens_per_second(self) -> float:
+        return self.tokens / max(time.perf_counter() - self.started, 1e-9)
+
+    def log(self, step: int, lr: float) -> None:
+        tok_s = self.tokens_per_second()
+        self.bar.set_postfix(loss=f"{self.smoothed:.3f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:,.0f}")
+        if self.training_log is not None:
+            self.training_log.write(step, {"loss": self.smoothed, "lr": lr, "tok_s": tok_s})
+
+    def validated(self, step: int, dev: dict, path: Path) -> None:
+        log.info(f"step {step}: dev loss {dev['dev_loss']:.3f} ppl {dev['dev_ppl']:.1f} BLEU {dev['dev_bleu']:.2f} "
+                 f"chrF {dev['dev_chrf']:.2f} | {dev['sample'][:60]!r} → {path.name}")
+        self.training_log.write(step, dev)
+
+    def close(self) -> None:
+        self.bar.close()
+        if self.training_log is not None:
+            self.training_log.close()
+
+
+def peak_memory_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def train(config: Config, resume: bool = False) -> Path:
@@ -377,14 +375,11 @@ def train(config: Config, resume: bool = False) -> Path:
         raise MtError(f"--resume: no checkpoint at {last}")
     world, device = init_world(resolve_device(config.train.device))
     try:
-        if not world.is_main:
-            sys.stdout = open(os.devnull, "w")  # only the main process speaks
         torch.manual_seed(config.train.seed)  # the initial weights (DDP then copies rank 0's to all)
         with main_first(world):  # the main process trains the tokenizer and fills the token cache; others reuse them
             if world.is_main:
                 checkpoint_dir(run_dir).mkdir(parents=True, exist_ok=True)
-                for partial in checkpoint_dir(run_dir).glob(".*.tmp"):  # left by a crash in the middle of a write
-                    partial.unlink()
+                remove_partial_writes(checkpoint_dir(run_dir))
             state = load_checkpoint(last) if resume else None
             tokenizer = (Tokenizer(state["tokenizer"]["src"], state["tokenizer"]["tgt"], config.data.scripts())
                          if state else None)
@@ -394,25 +389,13 @@ def train(config: Config, resume: bool = False) -> Path:
         trainer = Trainer(config, data, device, world)
         if state is not None:
             trainer.restore(state)
-            print(f"resumed from {last} at step {trainer.position.step}")
+            log.info(f"resumed from {last} at step {trainer.position.step}")
         params = sum(p.numel() for p in trainer.model.parameters())
         processes = f" × {world.size} processes" if world.is_distributed else ""
-        print(f"model: {params:,} parameters, {config.model.norm}-LN, on {device}{processes}, "
-              f"{str(trainer.dtype or torch.float32).removeprefix('torch.')}; "
-              f"{data.train.padding_ratio():.1%} of batch positions are padding")
+        log.info(f"model: {params:,} parameters, {config.model.norm}-LN, on {device}{processes}, "
+                 f"{str(trainer.dtype or torch.float32).removeprefix('torch.')}; "
+                 f"{data.train.padding_ratio():.1%} of batch positions are padding")
         trainer.fit()
     finally:
         close_world(world)
     return run_dir
-
-
-def prepare_only(config: Config) -> PreparedData:
-    """`mt prepare`: the run's tokenizer (trained if missing) and its token cache, without training a model."""
-    run_dir = Path(config.train.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    data = prepare_data(config, run_dir, None)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"prepared in {time.perf_counter() - start:.1f}s, peak memory {peak_mb:,.0f} MB: {len(data.train.src_len):,} "
-          f"training pairs, {data.train.padding_ratio():.1%} of batch positions padding → {run_dir}")
-    return data

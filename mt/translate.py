@@ -1,48 +1,107 @@
-"""Text in, text out: tokenise, sort by length into batches, search, restore the input order, detokenise."""
+"""Text in, text out: tokenise, search with an engine (mt's own, or a CTranslate2 export), detokenise, in input
+order; streamed chunk by chunk for long inputs.
+"""
 
 from __future__ import annotations
 
 import itertools
-import sys
+import logging
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
 
-import numpy as np
-import torch
+from torch import Tensor
 
-from mt.config import DecodeConfig
-from mt.batching import pad_ids, token_batches
-from mt.model import Transformer
-from mt.search import beam_search, greedy_search
-from mt.tokenizer import Tokenizer
+from mt.batching import pad_ids
+from mt.checkpoint import default_checkpoint, load_model, training_facts
+from mt.config import Config, DecodeConfig, Device, Engine
+from mt.device import resolve_device
+from mt.errors import MtError
+from mt.search import Hypothesis, Searcher
+from mt.tokenizer import BOS, Tokenizer
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class Translation:
     text: str
-    score: float  # log-probability / length penalty
+    score: float  # the hypothesis's score (see mt/search.py)
 
 
-def translate_nbest(model: Transformer, tokenizer: Tokenizer, lines: list[str], decode: DecodeConfig,
-                    device: torch.device, first_line: int = 1) -> list[list[Translation]]:
-    """The `decode.nbest` best translations of each line, best first, in input order (greedy when
-    decode.beam_size is 1). An empty line gets one empty translation."""
-    src_ids = encode_sources(tokenizer, lines, model.config.max_positions, first_line)
-    outputs = [[Translation("", 0.0)] for _ in lines]
-    for chunk in batches_of_lines(lines, src_ids, decode.max_tokens):
-        src = pad_ids([src_ids[i] for i in chunk]).to(device)
-        limits = [output_limit(decode, len(src_ids[i]), model.config.max_positions) for i in chunk]
-        max_len = torch.tensor(limits, device=device)
-        if decode.beam_size == 1:
-            found = [[h] for h in greedy_search(model, src, max_len, min_len=decode.min_len,
-                                                no_repeat_ngram_size=decode.no_repeat_ngram_size)]
-        else:
-            found = beam_search(model, src, max_len, decode.beam_size, decode.alpha, decode.nbest,
-                                min_len=decode.min_len, no_repeat_ngram_size=decode.no_repeat_ngram_size)
-        for i, hyps in zip(chunk, found):
-            texts = tokenizer.decode_tgt([h.tokens for h in hyps])
+@dataclass
+class Attention:
+    """What each piece of a translation attended to in its source, teacher forced (mt/model.py's
+    Transformer.cross_attention): weights [layers, heads, T, S], rows labelled by `target`, columns by `source`."""
+
+    source: list[str]      # the source's pieces, EOS last
+    source_ids: list[int]
+    target: list[str]      # the translation's pieces, EOS last
+    target_ids: list[int]
+    weights: Tensor        # [layers, heads, T, S]
+
+
+class SearchEngine(Protocol):
+    def search(self, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
+        """The decode.nbest best outputs of each source (ids), best first, in input order."""
+
+
+@dataclass
+class Translator:
+    """A model ready to translate text: its engine, its tokenizer, and its config (its languages and position
+    table; its `decode` section holds the decode settings a command starts from)."""
+
+    engine: SearchEngine
+    tokenizer: Tokenizer
+    config: Config
+    facts: dict = field(default_factory=dict)  # of its training: step, dev scores (checkpoint.training_facts)
+
+    @property
+    def decode(self) -> DecodeConfig:
+        return self.config.decode
+
+    def translate(self, lines: list[str], decode: DecodeConfig | None = None,
+                  first_line: int = 1) -> list[list[Translation]]:
+        """The decode.nbest best translations of each line, best first, in input order. An empty line gets one
+        empty translation. `first_line` numbers the lines in warnings."""
+        src_ids = encode_sources(self.tokenizer, lines, self.config.model.max_positions, first_line)
+        todo = [i for i, line in enumerate(lines) if line.strip()]
+        outputs = [[Translation("", 0.0)] for _ in lines]
+        for i, hyps in zip(todo, self.engine.search([src_ids[i] for i in todo], decode or self.decode)):
+            texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
             outputs[i] = [Translation(text, h.score) for text, h in zip(texts, hyps)]
-    return outputs
+        return outputs
+
+    def attention(self, source: str, translation: str) -> Attention:
+        """The cross-attention of `translation` (its pieces re-encoded from the text) given `source`."""
+        model = getattr(self.engine, "model", None)
+        if model is None:
+            raise MtError("attention maps need mt's own engine (a checkpoint), not a CTranslate2 export")
+        src_ids = self.tokenizer.encode_src([source.strip()])[0]                   # pieces … EOS
+        tgt_ids = self.tokenizer.encode_tgt([translation])[0][1:]                  # pieces … EOS (BOS dropped)
+        device = next(model.parameters()).device
+        src, tgt_input = pad_ids([src_ids]), pad_ids([[BOS] + tgt_ids[:-1]])       # the decoder reads BOS pieces …
+        weights = model.cross_attention(src.to(device), tgt_input.to(device))[0].cpu()  # [layers, heads, T, S]
+        return Attention([self.tokenizer.src.id_to_piece(i) for i in src_ids], src_ids,
+                         [self.tokenizer.tgt.id_to_piece(i) for i in tgt_ids], tgt_ids, weights)
+
+    def translate_lines(self, lines: list[str], decode: DecodeConfig | None = None) -> list[str]:
+        """One output line per input line, in input order; an empty input line gives an empty output line."""
+        return [best[0].text for best in self.translate(lines, decode)]
+
+
+def load_translator(checkpoint: Path | None, device: Device = "auto", engine: Engine = "mt") -> Translator:
+    """A checkpoint (default: the latest run's best) with mt's own search, or a CTranslate2 export directory
+    (default: the latest run's ctranslate2/)."""
+    torch_device = resolve_device(device)
+    if engine == "ctranslate2":
+        from mt.ct2 import CTranslate2Engine  # the optional ctranslate2 package
+
+        ct2 = CTranslate2Engine(checkpoint or default_checkpoint().parent.parent / "ctranslate2", torch_device)
+        return Translator(ct2, ct2.tokenizer, ct2.config, ct2.facts)
+    model, tokenizer, config, state = load_model(checkpoint or default_checkpoint(), torch_device)
+    return Translator(Searcher(model, torch_device), tokenizer, config, training_facts(state))
 
 
 ChunkTranslator = Callable[[list[str], int], list[list[Translation]]]  # (lines, number of the first) → n-best
@@ -59,33 +118,11 @@ def translate_stream(translate_chunk: ChunkTranslator, lines: Iterable[str], chu
         first_line += len(chunk)
 
 
-def translate_lines(model: Transformer, tokenizer: Tokenizer, lines: list[str], decode: DecodeConfig,
-                    device: torch.device) -> list[str]:
-    """One output line per input line, in input order; an empty input line gives an empty output line."""
-    return [best[0].text for best in translate_nbest(model, tokenizer, lines, decode, device)]
-
-
-def batches_of_lines(lines: list[str], src_ids: list[list[int]], max_tokens: int) -> Iterator[list[int]]:
-    """Indices of the non-empty lines, sorted by length into batches of at most `max_tokens` source tokens:
-    similar lengths together, so little padding."""
-    todo = np.array([i for i, line in enumerate(lines) if line.strip()], dtype=np.int64)
-    if len(todo):
-        lengths = np.array([len(src_ids[i]) for i in todo], dtype=np.int64)
-        for batch in token_batches(lengths, lengths, max_tokens):
-            yield todo[batch].tolist()
-
-
-def output_limit(decode: DecodeConfig, src_len: int, max_positions: int) -> int:
-    """The most tokens an output may have: a · source length + b, within the position table."""
-    return min(int(decode.max_len_a * src_len + decode.max_len_b), max_positions - 1)
-
-
 def encode_sources(tokenizer: Tokenizer, lines: list[str], limit: int, first_line: int) -> list[list[int]]:
     """Source ids per line; a line longer than the position table is cut there, with a warning."""
     src_ids = tokenizer.encode_src([line.strip() for line in lines])
     for i, ids in enumerate(src_ids):
         if len(ids) > limit:
-            print(f"warning: input line {first_line + i} has {len(ids)} tokens; translating its first {limit}",
-                  file=sys.stderr)
+            log.warning(f"input line {first_line + i} has {len(ids)} tokens; translating its first {limit}")
             src_ids[i] = ids[:limit - 1] + ids[-1:]
     return src_ids

@@ -95,48 +95,50 @@ def real(engine: str, checkpoint: Path, sentences: int) -> list[dict]:
     import torch
 
     torch.set_num_threads(2)
-    from mt.checkpoint import load_model
-    from mt.translate import translate_nbest
+    from mt.translate import load_translator
 
     lines = NEWS.read_text(encoding="utf-8").splitlines()[:sentences]
-    model, tokenizer, config, _ = load_model(checkpoint, torch.device("cpu"))
     if engine == "ctranslate2":
-        from mt.export import CTranslate2Engine, export_ctranslate2
+        from mt.ct2 import export_ctranslate2
 
         directory = Path(tempfile.mkdtemp()) / "ct2"
         export_ctranslate2(checkpoint, directory)
-        ct2 = CTranslate2Engine(directory, torch.device("cpu"))
-        run = lambda decode: ct2.translate_nbest(lines, decode)  # noqa: E731
+        translator = load_translator(directory, "cpu", engine="ctranslate2")
     else:
-        run = lambda decode: translate_nbest(model, tokenizer, lines, decode, torch.device("cpu"))  # noqa: E731
+        translator = load_translator(checkpoint, "cpu")
     results = []
     for mode, beam in (("greedy", 1), ("beam4", 4)):
-        decode = config.decode.__class__(**{**vars(config.decode), "beam_size": beam, "nbest": 1})
+        decode = translator.decode.replace(beam_size=beam, nbest=1)
         start = time.perf_counter()
-        outputs = run(decode)
+        outputs = translator.translate_lines(lines, decode)
         seconds = time.perf_counter() - start
-        tokens = sum(len(tokenizer.tgt.encode(t[0].text)) + 1 for t in outputs)  # + EOS
+        tokens = sum(len(translator.tokenizer.tgt.encode(text)) + 1 for text in outputs)  # + EOS
         results.append({"mode": mode, "sent_per_s": len(lines) / seconds, "tok_per_s": tokens / seconds,
                         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
     return results
 
 
 def _mt_decoder(model, batch_size: int, fixed_length: int):
-    """decode(beam, id lists) → output tokens produced, in batches as the peers form them."""
+    """decode(beam, id lists) → output tokens produced, in batches as the peers form them (not mt's own
+    length-sorted token batches), with weights packed as mt's Searcher packs them."""
     import torch
 
     from mt.batching import pad_ids
+    from mt.packing import PackedWeights
     from mt.search import beam_search, greedy_search
+
+    packed = PackedWeights()
 
     def decode(beam: int, sources: list[list[int]]) -> int:
         produced = 0
         for start in range(0, len(sources), batch_size):
             src = pad_ids(sources[start:start + batch_size])
             limit = torch.full((src.size(0),), fixed_length)
-            if beam == 1:
-                outputs = [h.tokens for h in greedy_search(model, src, limit, min_len=fixed_length)]
-            else:
-                outputs = [hyps[0].tokens for hyps in beam_search(model, src, limit, beam, min_len=fixed_length)]
+            with packed.applied([model.decoder, model.generator], rows=src.size(0) * beam):
+                if beam == 1:
+                    outputs = [h.tokens for h in greedy_search(model, src, limit, min_len=fixed_length)]
+                else:
+                    outputs = [hyps[0].tokens for hyps in beam_search(model, src, limit, beam, min_len=fixed_length)]
             produced += sum(len(o) for o in outputs)
         return produced
 
@@ -147,7 +149,7 @@ def _ct2_decoder(model, vocabulary: list[str], batch_size: int, threads: int, fi
     """decode(beam, token lists) → output tokens produced, with the model exported to CTranslate2 (fp32)."""
     import ctranslate2
 
-    from mt.export import model_spec
+    from mt.ct2 import model_spec
 
     directory = tempfile.mkdtemp()
     spec = model_spec(model, vocabulary, vocabulary)

@@ -37,7 +37,8 @@ from mt.config import Config, ModelConfig, TrainConfig, load_config  # noqa: E40
 from mt.device import resolve_device  # noqa: E402
 from mt.model import Transformer  # noqa: E402
 from mt.tokenizer import BOS, PAD  # noqa: E402
-from mt.train import Trainer, prepare_data  # noqa: E402
+from mt.prepare import prepare_data  # noqa: E402
+from mt.train import Trainer  # noqa: E402
 
 
 def matmul_weights(model: Transformer) -> tuple[int, int]:
@@ -121,7 +122,8 @@ def run(trainer: Trainer, updates, warmup: int) -> dict:
     peak = peak_flops(device, trainer.dtype or torch.float32)
     memory = (torch.cuda.max_memory_allocated() if device.type == "cuda"
               else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2 ** 20
-    return {"tgt_tok_per_s": tgt_tokens / elapsed, "sec_per_step": elapsed / (i + 1 - warmup), "src_tok_per_s": src_tokens / elapsed,
+    return {"tgt_tok_per_s": tgt_tokens / elapsed, "sec_per_step": elapsed / (i + 1 - warmup),
+            "src_tok_per_s": src_tokens / elapsed,
             "model_tflops": flops / elapsed / 1e12, "peak_tflops": peak / 1e12, "mfu": flops / elapsed / peak,
             "peak_memory_mb": memory}
 

@@ -2,7 +2,9 @@
 
 import numpy as np
 
-from mt.batching import bucket_batches, bucket_shape, make_batch, token_batches
+from mt.batching import TrainBatches, bucket_batches, bucket_shape, make_batch, source_batches, token_batches
+from mt.config import CorpusConfig, DataConfig
+from mt.data import encode_corpus, filter_pairs, lengths, read_corpus
 from mt.tokenizer import BOS, EOS, PAD
 
 
@@ -10,7 +12,6 @@ def test_targets_are_shifted_by_one():
     batch = make_batch([[5, 6, EOS], [7, EOS]], [[BOS, 8, 9, EOS], [BOS, 10, EOS]])
     assert batch.tgt_input.tolist() == [[BOS, 8, 9], [BOS, 10, EOS]]
     assert batch.tgt_label.tolist() == [[8, 9, EOS], [10, EOS, PAD]]
-    assert batch.src_mask.shape == (2, 1, 1, 3) and batch.tgt_mask.shape == (2, 1, 3, 3)
     assert batch.num_tokens == 5  # PAD labels do not count
 
 
@@ -48,3 +49,34 @@ def test_a_batch_filled_to_its_bucket_shape_has_empty_rows_without_labels():
     assert batch.src.tolist() == [[5, 6, EOS, PAD], [EOS, PAD, PAD, PAD], [EOS, PAD, PAD, PAD]]
     assert batch.tgt_input.tolist() == [[BOS, 8, EOS, PAD], [BOS, PAD, PAD, PAD], [BOS, PAD, PAD, PAD]]
     assert batch.tgt_label.shape == (3, 4) and batch.num_tokens == 2
+
+
+def test_source_batches_cover_every_source_once_in_length_order():
+    sources = [[5] * n for n in (7, 2, 9, 2, 4)]
+    batches = source_batches(sources, max_tokens=10)
+    assert sorted(sum(batches, [])) == list(range(5)) and source_batches([], 10) == []
+    assert [[len(sources[i]) for i in b] for b in batches] == [[2, 2], [4], [7], [9]]
+
+
+def train_batches(encoded, rows, **settings) -> TrainBatches:
+    return TrainBatches(encoded.select_columns(["src_ids", "tgt_ids"]), *lengths(encoded), rows, **settings)
+
+
+def test_length_sorted_batches_keep_padding_low(corpus_dir, tokenizer, tmp_path):
+    data = DataConfig(train=CorpusConfig(path=str(corpus_dir / "train")))
+    encoded = encode_corpus(read_corpus(data.train, data, "train"), tokenizer, tmp_path, "t")
+    rows, _ = filter_pairs(encoded, 64, "t")
+    assert train_batches(encoded, rows, max_tokens=200, seed=1).padding_ratio() < 0.35
+
+
+def test_length_buckets_give_batches_of_their_fixed_shapes(corpus_dir, tokenizer, tmp_path):
+    data = DataConfig(train=CorpusConfig(path=str(corpus_dir / "train")))
+    encoded = encode_corpus(read_corpus(data.train, data, "train"), tokenizer, tmp_path, "t")
+    rows, _ = filter_pairs(encoded, 64, "t")
+    plain = train_batches(encoded, rows, max_tokens=200, seed=1)
+    bucketed = train_batches(encoded, rows, max_tokens=200, seed=1, buckets=[8, 16, 64])
+    batches = [bucketed.batch(indices) for indices in bucketed.epoch(0)]
+    shapes = {(tuple(b.src.shape), tuple(b.tgt_input.shape), tuple(b.tgt_label.shape)) for b in batches}
+    assert len(shapes) >= 2 and shapes <= {(s, s, s) for s in [(25, 8), (12, 16), (3, 64)]}
+    assert sum(b.num_tokens for b in batches) == int(plain.tgt_len.sum() - len(rows))  # every label, once
+    assert plain.padding_ratio() < bucketed.padding_ratio() < 0.6  # the price of fixed shapes

@@ -1,5 +1,6 @@
 """The commands as a user runs them: `python -m mt …` in a fresh directory, end to end on a tiny config."""
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -7,12 +8,27 @@ from pathlib import Path
 import pytest
 import torch
 
+from typer.testing import CliRunner
+
 from conftest import SHARED, require_shared, tiny_yaml, write_lines
+from mt.cli import GlobalOptions, app
 
 
 def mt(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mt", *args], cwd=cwd, input=stdin, capture_output=True,
                           text=True, timeout=300)
+
+
+def mt_in_process(*args: str, cwd: Path):
+    """The same command run inside this process (torch is loaded already: much faster than a new process)."""
+    logger = logging.getLogger("mt")
+    kept = logger.handlers, logger.level, logger.propagate  # the command sets up logging for a process of its own
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        try:
+            return CliRunner().invoke(app, list(args), obj=GlobalOptions())
+        finally:
+            logger.handlers, logger.level, logger.propagate = kept
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *names: str, code: int = 2) -> None:
@@ -32,7 +48,8 @@ def workdir(corpus_dir, tmp_path_factory) -> Path:
                                    encoding="utf-8")
     result = mt("train", "--config", "tiny.yaml", cwd=cwd)
     assert result.returncode == 0, result.stderr
-    assert "train: 300 pairs, kept 300" in result.stdout and "done: 12 steps" in result.stdout
+    assert result.stdout == ""  # training has no result to print: its reports are diagnostics, on stderr
+    assert "train: 300 pairs, kept 300" in result.stderr and "done: 12 steps" in result.stderr
     return cwd
 
 
@@ -57,6 +74,9 @@ def test_translate_arguments_stdin_and_files_keep_one_line_per_input(workdir):
     assert (workdir / "out.en").read_text(encoding="utf-8") == args.stdout
 
 
+REPEATING = ["我爱你", "你好。", "我们明天去北京。", "他是我的朋友。"]  # a 12-step model's outputs repeat pieces
+
+
 def test_nbest_beam_and_the_ctranslate2_engine(workdir):
     nbest = mt("translate", "--beam", "3", "--nbest", "2", "我爱你", "你好。", cwd=workdir)
     assert nbest.returncode == 0, nbest.stderr
@@ -70,9 +90,15 @@ def test_nbest_beam_and_the_ctranslate2_engine(workdir):
                 cwd=workdir)
     assert theirs.returncode == 0, theirs.stderr
     assert theirs.stdout == ours.stdout
-    for engine in (["--engine", "ctranslate2", "--checkpoint", "ct2"], []):  # the option reaches both searches
-        blocked = mt("translate", *engine, "--beam", "2", "--no-repeat-ngram", "2", "我爱你", cwd=workdir)
-        assert blocked.returncode == 0 and blocked.stdout.strip(), blocked.stderr
+    outputs = {}
+    for engine in ("ctranslate2", "mt"):  # the option reaches both searches and changes what they output
+        for n in ("0", "1"):
+            done = mt_in_process("translate", "--engine", engine, *(["--checkpoint", "ct2"] if engine != "mt" else []),
+                                 "--beam", "1", "--no-repeat-ngram", n, *REPEATING, cwd=workdir)
+            assert done.exit_code == 0, done.output
+            outputs[engine, n] = done.stdout
+    assert outputs["mt", "1"] != outputs["mt", "0"] and outputs["ctranslate2", "1"] == outputs["mt", "1"]
+    assert outputs["ctranslate2", "0"] == outputs["mt", "0"]
 
 
 def test_evaluate_the_configs_test_set_and_an_existing_output(workdir):
@@ -105,13 +131,13 @@ def test_prepare_trains_the_tokenizer_and_fills_the_token_cache_that_training_re
     (tmp_path / "tiny.yaml").write_text(tiny_yaml(corpus_dir, Path("runs/tok")), encoding="utf-8")
     result = mt("prepare", "-c", "tiny.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "runs" / "tok" / "spm.model").is_file() and "600 pieces (joint)" in result.stdout
+    assert (tmp_path / "runs" / "tok" / "spm.model").is_file() and "600 pieces (joint)" in result.stderr
     cache = sorted((tmp_path / "runs" / "tok" / "cache").glob("*.arrow"))
     assert [p.name.split("-")[0] for p in cache] == ["dev", "train"]
     stamps = [p.stat().st_mtime_ns for p in cache]
     again = mt("train", "-c", "tiny.yaml", "--set", "train.max_steps=1", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    assert "tokenizer: trained" not in again.stdout
+    assert "tokenizer: trained" not in again.stderr
     assert [p.stat().st_mtime_ns for p in sorted((tmp_path / "runs" / "tok" / "cache").glob("*.arrow"))] == stamps
 
 
@@ -120,7 +146,7 @@ def test_prepare_mixes_extra_training_corpora(corpus_dir, tmp_path):
     mix = f"data.extra_train=[{{path: {corpus_dir / 'dev'}, repeat: 2}}]"
     result = mt("prepare", "-c", "tiny.yaml", "--set", mix, "--set", "data.train.max_pairs=50", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "training mixture: 90 pairs per epoch (train 50×1, extra_train[0] 20×2)" in result.stdout
+    assert "training mixture: 90 pairs per epoch (train 50×1, extra_train[0] 20×2)" in result.stderr
     cache = sorted((tmp_path / "runs" / "mix" / "cache").glob("*.arrow"))
     assert [p.name.split("-")[0] for p in cache] == ["dev", "train", "train1"]
     missing = f"data.extra_train=[{{path: {tmp_path / 'nothere'}}}]"
@@ -155,3 +181,10 @@ def test_bad_input_gives_one_clear_line(workdir, tmp_path):
 def test_python_dash_m_and_help(tmp_path):
     result = mt("--help", cwd=tmp_path)
     assert result.returncode == 0 and "translate" in result.stdout and "evaluate" in result.stdout
+
+
+def test_reports_go_to_stderr_and_quiet_leaves_only_warnings_and_errors(workdir, tmp_path):
+    averaged = mt("average", "runs/tiny", "--last", "2", "-o", str(tmp_path / "avg.pt"), cwd=workdir)
+    assert averaged.stdout == "" and "averaged step-00000006.pt, step-00000012.pt" in averaged.stderr
+    quiet = mt("--quiet", "average", "runs/tiny", "--last", "2", "-o", str(tmp_path / "avg.pt"), cwd=workdir)
+    assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == "", quiet.stderr

@@ -1,4 +1,4 @@
-"""Reading corpora (files, TSV, JSONL, hub layout), tokenising with a cache, filtering, batching."""
+"""Reading corpora (files, TSV, JSONL, hub layout), tokenising with a cache, filtering."""
 
 import gzip
 import json
@@ -7,32 +7,12 @@ import datasets
 import pytest
 
 from conftest import write_lines
-from mt.config import CorpusConfig, DataConfig
 import numpy as np
 
-from mt.data import TrainBatches, TrainingMixture, encode_corpus, filter_pairs, read_corpus, tokenizer_sample
+from mt.config import CorpusConfig, DataConfig
+from mt.data import TrainingMixture, encode_corpus, filter_pairs, read_corpus, tokenizer_sample
 from mt.errors import MtError
 from mt.tokenizer import BOS, EOS
-
-
-def test_length_sorted_batches_keep_padding_low(corpus_dir, tokenizer, tmp_path):
-    data = DataConfig(train=CorpusConfig(path=str(corpus_dir / "train")))
-    encoded = encode_corpus(read_corpus(data.train, data, "train"), tokenizer, tmp_path, "t")
-    rows, _ = filter_pairs(encoded, 64, "t")
-    assert TrainBatches(encoded, rows, max_tokens=200, seed=1).padding_ratio() < 0.35
-
-
-def test_length_buckets_give_batches_of_their_fixed_shapes(corpus_dir, tokenizer, tmp_path):
-    data = DataConfig(train=CorpusConfig(path=str(corpus_dir / "train")))
-    encoded = encode_corpus(read_corpus(data.train, data, "train"), tokenizer, tmp_path, "t")
-    rows, _ = filter_pairs(encoded, 64, "t")
-    plain = TrainBatches(encoded, rows, max_tokens=200, seed=1)
-    bucketed = TrainBatches(encoded, rows, max_tokens=200, seed=1, buckets=[8, 16, 64])
-    batches = [bucketed.batch(indices) for indices in bucketed.epoch(0)]
-    shapes = {(tuple(b.src.shape), tuple(b.tgt_input.shape), tuple(b.tgt_label.shape)) for b in batches}
-    assert len(shapes) >= 2 and shapes <= {(s, s, s) for s in [(25, 8), (12, 16), (3, 64)]}
-    assert sum(b.num_tokens for b in batches) == int(plain.tgt_len.sum() - len(rows))  # every label, once
-    assert plain.padding_ratio() < bucketed.padding_ratio() < 0.6  # the price of fixed shapes
 
 
 def test_aligned_files_are_read_as_pairs(corpus_dir):

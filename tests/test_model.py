@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from mt.model import (LayerCache, MultiHeadAttention, PositionalEncoding, TokenEmbedding, make_causal_mask,
-                      make_pad_mask, make_tgt_mask, scaled_dot_product_attention)
+from mt.model import (MultiHeadAttention, PositionalEncoding, TokenEmbedding, make_causal_mask, make_pad_mask,
+                      make_tgt_mask, scaled_dot_product_attention)
 from mt.tokenizer import BOS, EOS, PAD
 
 
@@ -140,21 +140,6 @@ def test_joint_vocabulary_ties_embeddings_and_generator():
 def test_pre_ln_adds_a_final_norm_and_post_ln_does_not():
     assert isinstance(tiny_model(norm="pre").encoder.final_norm, torch.nn.LayerNorm)
     assert isinstance(tiny_model(norm="post").decoder.final_norm, torch.nn.Identity)
-
-
-def test_the_decoder_cache_grows_and_reorders_like_concatenation():
-    cache, reference_k, reference_v, batch = LayerCache(capacity=2), None, None, 3
-    for rows in ([2, 0, 0], [1, 2], [1, 0], [0, 0], [1, 0]):  # 5 steps: past the first capacity twice
-        k, v = torch.randn(batch, 2, 1, 4), torch.randn(batch, 2, 1, 4)
-        reference_k = k if reference_k is None else torch.cat([reference_k, k], dim=2)
-        reference_v = v if reference_v is None else torch.cat([reference_v, v], dim=2)
-        all_k, all_v = cache.append_self(k, v)
-        assert torch.equal(all_k, reference_k) and torch.equal(all_v, reference_v)
-        rows, batch = torch.tensor(rows), len(rows)  # reorder rows, or drop one, as beam search does
-        cache.select(rows, memory_rows=None)
-        reference_k, reference_v = reference_k[rows], reference_v[rows]
-        assert torch.equal(cache.self_k[:, :, :cache.length], reference_k)
-        assert torch.equal(cache.self_v[:, :, :cache.length], reference_v)
 
 
 @pytest.mark.parametrize("std", [0.0, 0.02])

@@ -82,9 +82,10 @@ def test_a_non_finite_gradient_skips_the_update_and_persistent_ones_stop_trainin
     for name, p in trainer.model.named_parameters():
         assert torch.equal(p, before[name]) or torch.isnan(before[name]).any(), name
     assert trainer.scheduler.last_epoch == 0  # the schedule did not advance
-    with pytest.raises(MtError, match="training diverged"):
+    with pytest.raises(MtError, match="training diverged") as stopped:
         for _ in range(MAX_SKIPPED_IN_A_ROW):
             trainer.train_step([batch])
+    assert stopped.value.exit_code == 1  # a failure at run time, not a usage error (2)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
@@ -112,6 +113,7 @@ def test_two_gloo_processes_end_with_the_parameters_of_one_process_given_the_sam
     done = subprocess.run(torchrun + ["-m", "mt", "train", "-c", str(two)], env=env, capture_output=True, text=True,
                           cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.count("done: 6 steps") == 1 and "[rank 1]" not in done.stderr  # only the main process reports
     single, ddp = (load_checkpoint(tmp_path / name / "checkpoints" / "last.pt") for name in ("one", "two"))
     assert single["step"] == ddp["step"] == 6 and ddp["world_size"] == 2
     for name, tensor in single["model"].items():
@@ -165,7 +167,8 @@ def test_training_writes_tensorboard_events_and_a_jsonl_log(corpus_dir, tmp_path
 
     run = train(tiny_config(corpus_dir, tmp_path / "run", tmp_path, max_steps=10, eval_every=5, log_every=5))
     events = EventAccumulator(str(run / "tensorboard")).Reload()
-    assert {"train/loss", "train/lr", "train/tok_s", "dev/bleu", "dev/chrf", "dev/loss"} <= set(events.Tags()["scalars"])
+    scalars = set(events.Tags()["scalars"])
+    assert {"train/loss", "train/lr", "train/tok_s", "dev/bleu", "dev/chrf", "dev/loss"} <= scalars
     assert [e.step for e in events.Scalars("dev/bleu")] == [5, 10]
     records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "dev_bleu" in r] == [5, 10]

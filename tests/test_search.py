@@ -1,16 +1,16 @@
 """Search: the cache changes nothing, beam search finds the best output, batching changes no sentence."""
 
-import itertools
 
 import pytest
 import torch
 
 from conftest import tiny_model
-from mt.config import DecodeConfig
+from mt.config import Config, DecodeConfig
 from mt.model import make_pad_mask
-from mt.search import StepDecoder, beam_search, block_repeated_ngrams, greedy_search, length_penalty
+from mt.packing import PackedWeights
+from mt.search import Searcher, StepDecoder, beam_search, block_repeated_ngrams, greedy_search, length_penalty
 from mt.tokenizer import BOS, EOS, PAD
-from mt.translate import translate_nbest, translate_stream
+from mt.translate import Translator, translate_stream
 
 
 def peaky_model(vocab: int = 40, norm: str = "post", **shape):
@@ -46,13 +46,17 @@ def test_cached_beam_equals_full_recomputation(alpha):
 
 def test_cached_search_with_packed_weights_equals_full_recomputation():
     """8 rows, greedy or 2 sentences × 4 beams: a step size whose weights are packed (mt/packing.py)."""
-    model = peaky_model()
+    model, packed = peaky_model(), PackedWeights()
+    decoding = [model.decoder, model.generator]
     src, max_len = SRC.repeat(3, 1)[:8], MAX_LEN.repeat(3)[:8]
-    cached, full = greedy_search(model, src, max_len), greedy_search(model, src, max_len, use_cache=False)
+    full = greedy_search(model, src, max_len, use_cache=False)
+    with packed.applied(decoding, rows=8):
+        cached = greedy_search(model, src, max_len)
     assert [h.tokens for h in cached] == [h.tokens for h in full]
     assert [h.score for h in cached] == pytest.approx([h.score for h in full], abs=1e-5)
-    cached = beam_search(model, src[:2], max_len[:2], beam_size=4, alpha=0.6, nbest=4)
     full = beam_search(model, src[:2], max_len[:2], beam_size=4, alpha=0.6, nbest=4, use_cache=False)
+    with packed.applied(decoding, rows=8):
+        cached = beam_search(model, src[:2], max_len[:2], beam_size=4, alpha=0.6, nbest=4)
     for a, b in zip(cached, full):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
@@ -68,12 +72,16 @@ def test_each_sentence_keeps_its_own_length_budget(beam):
     assert all(len(h.tokens) <= limit for h, limit in zip(greedy, [4, 1, 2]))
 
 
-def test_beam_of_one_is_greedy():
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_of_one_is_greedy_and_a_score_means_the_same_in_both(alpha):
     model = peaky_model()
-    greedy = greedy_search(model, SRC, MAX_LEN)
-    beam = beam_search(model, SRC, MAX_LEN, beam_size=1)
+    greedy = greedy_search(model, SRC, MAX_LEN, alpha=alpha)
+    beam = beam_search(model, SRC, MAX_LEN, beam_size=1, alpha=alpha)
     assert [h.tokens for h in greedy] == [b[0].tokens for b in beam]
     assert [h.score for h in greedy] == pytest.approx([b[0].score for b in beam], abs=1e-5)
+    if alpha:  # normalised by the length penalty, not the raw log-probability
+        raw = greedy_search(model, SRC, MAX_LEN)
+        assert all(g.score != pytest.approx(r.score) for g, r in zip(greedy, raw))
 
 
 def brute_force_best(model, src, max_len: int, alpha: float) -> float:
@@ -128,8 +136,9 @@ def test_batching_and_sorting_change_no_output_and_keep_the_order(beam):
     model = peaky_model()
     lines = ["1234567", "12", "", "98765", "3", "4444444444", "55"]
     decode = DecodeConfig(beam_size=beam, alpha=0.6, max_tokens=12, max_len_a=1.0, max_len_b=3)
-    together = translate_nbest(model, FakeTokenizer(), lines, decode, torch.device("cpu"))
-    alone = [translate_nbest(model, FakeTokenizer(), [line], decode, torch.device("cpu"))[0] for line in lines]
+    translator = Translator(Searcher(model, torch.device("cpu")), FakeTokenizer(), Config(model=model.config))
+    together = translator.translate(lines, decode)
+    alone = [translator.translate([line], decode)[0] for line in lines]
     assert [t[0].text for t in together] == [t[0].text for t in alone]
     assert [t[0].score for t in together] == pytest.approx([t[0].score for t in alone], abs=1e-5)
     assert together[2][0].text == ""

@@ -1,21 +1,21 @@
 """Training: the loss ignores padding, the schedule is the paper's, a tiny model learns, checkpoints are exact."""
 
 import os
-import pickle
-from pathlib import Path
+import shutil
 
 import pytest
 import torch
 from torch import nn
 
 from conftest import tiny_config, tiny_model
-from mt.checkpoint import load_checkpoint, load_model, save_checkpoint
-from mt.config import DecodeConfig
 from mt.batching import make_batch
+from mt.checkpoint import load_checkpoint, load_model, save_checkpoint
+from mt.config import Config
 from mt.errors import MtError
+from mt.search import Searcher
 from mt.tokenizer import PAD, UNK
 from mt.train import inverse_sqrt_lr, train
-from mt.translate import translate_lines
+from mt.translate import Translator, load_translator
 
 
 def test_padding_never_enters_the_loss():
@@ -69,7 +69,8 @@ def test_a_tiny_model_overfits_20_pairs_until_greedy_reproduces_them(corpus_dir,
         loss.backward()
         optimizer.step()
     model.eval()
-    assert translate_lines(model, tokenizer, zh, DecodeConfig(), torch.device("cpu")) == en
+    translator = Translator(Searcher(model, torch.device("cpu")), tokenizer, Config(model=model.config))
+    assert translator.translate_lines(zh) == en
 
 
 def test_a_resumed_run_ends_with_the_same_parameters(trained_runs):
@@ -95,8 +96,7 @@ def test_save_then_load_gives_identical_outputs(trained_runs, corpus_dir):
     batch = make_batch(tok.encode_src(src[:4]), tok.encode_tgt(["Hello."] * 4))
     torch.testing.assert_close(model(batch.src, batch.tgt_input), again(batch.src, batch.tgt_input), rtol=0, atol=0)
     assert state["tokenizer"]["vocab_hash"] == tok.vocab_hash
-    assert translate_lines(model, tok, src, config.decode, torch.device("cpu")) == \
-        translate_lines(again, tok, src, config.decode, torch.device("cpu"))
+    assert load_translator(path, "cpu").translate_lines(src) == load_translator(path, "cpu").translate_lines(src)
 
 
 def test_training_into_an_existing_run_needs_resume(trained_runs, corpus_dir, tmp_path):
@@ -107,21 +107,23 @@ def test_training_into_an_existing_run_needs_resume(trained_runs, corpus_dir, tm
 
 
 class RunsCode:
+    """A pickle payload that creates a file when it is unpickled."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
     def __reduce__(self):
-        return os.system, (f"touch {MARKER}",)
-
-
-MARKER = Path("/tmp/mt-test-pickle-ran-code")
+        return os.system, (f"touch {self.marker}",)
 
 
 def test_a_checkpoint_carrying_code_is_refused_and_the_code_does_not_run(tmp_path):
-    MARKER.unlink(missing_ok=True)
-    path = tmp_path / "evil.pt"
-    torch.save({"model": {}, "config": {}, "payload": RunsCode()}, path, pickle_protocol=2)
+    path, marker = tmp_path / "evil.pt", tmp_path / "ran"
+    torch.save({"model": {}, "config": {}, "payload": RunsCode(marker)}, path, pickle_protocol=2)
     with pytest.raises(MtError, match="refused"):
         load_checkpoint(path)
-    assert not MARKER.exists()
-    assert pickle.dumps(RunsCode())  # the payload is real: plain pickle would run it
+    assert not marker.exists()
+    torch.load(path, weights_only=False)  # what an unguarded load would do: the payload is real
+    assert marker.exists()
 
 
 def test_a_truncated_checkpoint_is_a_clear_error(trained_runs, tmp_path):
@@ -140,8 +142,6 @@ def test_a_checkpoint_whose_tokenizer_does_not_match_its_vocabulary_hash_is_refu
 
 
 def test_a_checkpoint_of_an_earlier_version_still_resumes(trained_runs, corpus_dir, tmp_path):
-    import shutil
-
     run = tmp_path / "old"
     shutil.copytree(trained_runs[0], run)
     last = run / "checkpoints" / "last.pt"

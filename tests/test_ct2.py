@@ -3,12 +3,13 @@
 import pytest
 import torch
 
-from mt.checkpoint import load_model, save_checkpoint, tokenizer_state
+from mt.checkpoint import save_checkpoint, tokenizer_state
 from mt.config import Config, ModelConfig, config_to_dict
-from mt.export import CTranslate2Engine, export_ctranslate2
+from mt.ct2 import export_ctranslate2
+from mt.errors import MtError
 from mt.model import Transformer
 from mt.tokenizer import PAD
-from mt.translate import translate_nbest
+from mt.translate import load_translator
 
 pytest.importorskip("ctranslate2")
 
@@ -32,19 +33,30 @@ def test_exported_model_gives_mts_greedy_output(kind, trained_runs, tokenizer, c
     checkpoint = (trained_runs[0] / "checkpoints" / "last.pt" if other is None
                   else untrained_checkpoint(tokenizer, tmp_path / "other.pt", **other))
     export_ctranslate2(checkpoint, tmp_path / "ct2")
-    model, tok, config, _ = load_model(checkpoint, torch.device("cpu"))
     lines = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines() + ["", "我爱你"]
-    decode = config.decode.__class__(beam_size=1, max_len_a=1.0, max_len_b=5)
-    ours = translate_nbest(model, tok, lines, decode, torch.device("cpu"))
-    theirs = CTranslate2Engine(tmp_path / "ct2", torch.device("cpu")).translate_nbest(lines, decode)
+    mt, ct2 = load_translator(checkpoint, "cpu"), load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2")
+    assert ct2.config == mt.config  # languages, position table and decode settings travel with the export
+    decode = mt.decode.replace(beam_size=1, max_len_a=1.0, max_len_b=5)
+    ours, theirs = mt.translate(lines, decode), ct2.translate(lines, decode)
     assert [t[0].text for t in theirs] == [t[0].text for t in ours]
     assert theirs[-2][0].text == ""
 
 
-def test_export_replaces_a_previous_one_whole(trained_runs, tmp_path):
-    target = tmp_path / "ct2"
-    target.mkdir()
+def test_export_replaces_a_previous_export_whole_and_nothing_else(trained_runs, tmp_path):
+    checkpoint, target = trained_runs[0] / "checkpoints" / "last.pt", tmp_path / "ct2"
+    export_ctranslate2(checkpoint, target)
     (target / "stale.txt").write_text("old", encoding="utf-8")
-    export_ctranslate2(trained_runs[0] / "checkpoints" / "last.pt", target)
+    export_ctranslate2(checkpoint, target)
     assert not (target / "stale.txt").exists() and (target / "model.bin").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2"]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me", encoding="utf-8")
+    (tmp_path / "file").write_text("keep me too", encoding="utf-8")
+    for path in (mine, tmp_path / "file"):
+        with pytest.raises(MtError, match="exists and is not a CTranslate2 export of mt"):
+            export_ctranslate2(checkpoint, path)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    assert (mine / "notes.txt").read_text(encoding="utf-8") == "keep me"
+    assert (tmp_path / "file").read_text(encoding="utf-8") == "keep me too"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "file", "mine"]

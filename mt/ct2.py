@@ -1,24 +1,25 @@
 """CTranslate2: export a checkpoint into CTranslate2's TransformerSpec, and translate with the exported model.
 
-The export holds CTranslate2's model.bin and vocabularies, our SentencePiece model(s), and mt.json (the decode
-settings and the position-table length), so that a directory alone is enough to translate.
+The export holds CTranslate2's model.bin and vocabularies, our SentencePiece model(s), and mt.json (the model's
+config: languages, decode settings, position table; and its training facts: step, dev scores), so that a
+directory alone is enough to translate.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
-from mt.checkpoint import load_model
-from mt.config import DecodeConfig
+from mt.atomic import atomic_directory
+from mt.batching import source_batches
+from mt.checkpoint import load_model, training_facts
+from mt.config import Config, DecodeConfig, ModelConfig, config_from_dict, config_to_dict
 from mt.errors import MtError
 from mt.model import MultiHeadAttention, Transformer
+from mt.search import Hypothesis, output_limit
 from mt.tokenizer import BOS, PAD, Tokenizer
-from mt.translate import Translation, batches_of_lines, encode_sources, output_limit
 
 META_FILE = "mt.json"
 
@@ -32,32 +33,25 @@ def _ctranslate2():
 
 
 def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | None = None) -> None:
-    """Write the CTranslate2 model of `checkpoint` into `output_dir` (replaced as a whole when complete)."""
+    """Write the CTranslate2 model of `checkpoint` into `output_dir`: a new directory, or an earlier export there,
+    replaced as a whole when the new one is complete."""
     _ctranslate2()
-    model, tokenizer, config, _ = load_model(checkpoint, torch.device("cpu"))
+    model, tokenizer, config, state = load_model(checkpoint, torch.device("cpu"))
     spec = model_spec(model, _pieces(tokenizer.src), _pieces(tokenizer.tgt))
-    output_dir = Path(output_dir)
-    if not output_dir.parent.is_dir():
-        raise MtError(f"{output_dir}: directory {output_dir.parent} does not exist")
-    staging = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}."))
+    spec.validate()
     try:
-        spec.validate()
-        try:
-            spec.optimize(quantization=quantization)
-        except ValueError as e:
-            raise MtError(f"--quantization {quantization}: {e}")
+        spec.optimize(quantization=quantization)
+    except ValueError as e:
+        raise MtError(f"--quantization {quantization}: {e}")
+    with atomic_directory(output_dir, is_export, "a CTranslate2 export of mt") as staging:
         spec.save(str(staging))
         tokenizer.save(staging)
-        meta = {"decode": vars(config.decode), "max_positions": config.model.max_positions,
-                "scripts": tokenizer.scripts}
+        meta = {"config": config_to_dict(config), "scripts": tokenizer.scripts, "facts": training_facts(state)}
         (staging / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
-        old = output_dir.with_name(f".{output_dir.name}.old")
-        if output_dir.exists():
-            output_dir.rename(old)
-        staging.rename(output_dir)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+
+def is_export(directory: Path) -> bool:
+    return (directory / META_FILE).is_file()
 
 
 def model_spec(model: Transformer, src_vocabulary: list[str], tgt_vocabulary: list[str]):
@@ -126,37 +120,40 @@ def _pieces(processor) -> list[str]:
 
 
 class CTranslate2Engine:
-    """Translates with an exported model; the same interface as mt's own `translate_nbest`."""
+    """An exported model, translating sources (ids) as mt's own Searcher does: in mt's length-sorted batches, each
+    sentence with its own output limit, PAD and BOS never output. Beam search differs in its length penalty:
+    CTranslate2 divides by length ** alpha (mt: GNMT's), and so do the scores it returns."""
 
     def __init__(self, model_dir: Path, device: torch.device):
         ctranslate2 = _ctranslate2()
         model_dir = Path(model_dir)
-        if not (model_dir / META_FILE).is_file():
+        if not is_export(model_dir):
             raise MtError(f"{model_dir}: not a CTranslate2 export of mt (make one with `mt export --ctranslate2`)")
         meta = json.loads((model_dir / META_FILE).read_text(encoding="utf-8"))
-        self.decode = DecodeConfig(**meta["decode"])
-        self.max_positions = meta["max_positions"]
+        if "config" in meta:
+            self.config = config_from_dict(meta["config"], source=str(model_dir / META_FILE))
+        else:  # exports of earlier versions kept only these
+            self.config = Config(model=ModelConfig(max_positions=meta["max_positions"]),
+                                 decode=DecodeConfig(**meta["decode"]))
+        self.max_positions = self.config.model.max_positions
+        self.facts = meta.get("facts", {})
         self.tokenizer = Tokenizer.load(model_dir, tuple(meta.get("scripts", ("keep", "keep"))))  # older exports: none
         self.translator = ctranslate2.Translator(str(model_dir), device=device.type)
 
-    def translate_nbest(self, lines: list[str], decode: DecodeConfig, first_line: int = 1) -> list[list[Translation]]:
-        """As mt's own: PAD and BOS are never output, and each line keeps its own length limit. Beam
-        search differs in its length penalty: CTranslate2 divides by length ** alpha (mt: GNMT's)."""
-        src_ids = encode_sources(self.tokenizer, lines, self.max_positions, first_line)
-        outputs = [[Translation("", 0.0)] for _ in lines]
-        # mt's own batches, each with its own length limit: one looping output must not make a whole
-        # batch run to the longest sentence's limit.
-        for chunk in batches_of_lines(lines, src_ids, decode.max_tokens):
-            limits = [output_limit(decode, len(src_ids[i]), self.max_positions) for i in chunk]
+    def search(self, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
+        """The decode.nbest best outputs of each source, best first, in input order."""
+        src, tgt = self.tokenizer.src, self.tokenizer.tgt
+        found: list[list[Hypothesis]] = [[] for _ in src_ids]
+        for batch in source_batches(src_ids, decode.max_tokens):  # one looping output delays only its batch
+            limits = [output_limit(decode, len(src_ids[i]), self.max_positions) for i in batch]
             results = self.translator.translate_batch(
-                [[self.tokenizer.src.id_to_piece(t) for t in src_ids[i]] for i in chunk],
+                [[src.id_to_piece(t) for t in src_ids[i]] for i in batch],
                 beam_size=decode.beam_size, num_hypotheses=decode.nbest, length_penalty=decode.alpha,
                 max_decoding_length=max(limits), min_decoding_length=decode.min_len,
                 no_repeat_ngram_size=decode.no_repeat_ngram_size,
                 max_input_length=self.max_positions, return_scores=True,
-                suppress_sequences=[[self.tokenizer.tgt.id_to_piece(PAD)], [self.tokenizer.tgt.id_to_piece(BOS)]])
-            for i, limit, result in zip(chunk, limits, results):
-                ids = [[self.tokenizer.tgt.piece_to_id(p) for p in pieces][:limit] for pieces in result.hypotheses]
-                texts = self.tokenizer.decode_tgt(ids)  # CTranslate2 leaves EOS out
-                outputs[i] = [Translation(text, score) for text, score in zip(texts, result.scores)]
-        return outputs
+                suppress_sequences=[[tgt.id_to_piece(PAD)], [tgt.id_to_piece(BOS)]])
+            for i, limit, result in zip(batch, limits, results):  # CTranslate2 leaves EOS out
+                found[i] = [Hypothesis([tgt.piece_to_id(p) for p in pieces][:limit], score)
+                            for pieces, score in zip(result.hypotheses, result.scores)]
+        return found

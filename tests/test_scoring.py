@@ -7,7 +7,7 @@ import pytest
 from conftest import SHARED, require_shared
 from mt.lines import read_lines
 from mt.errors import MtError
-from mt.evaluate import score
+from mt.scoring import score
 
 
 def published(folder: str, system: str, metric: str) -> float:

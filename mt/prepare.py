@@ -1,0 +1,76 @@
+"""A run's data, ready to train on: its tokenizer (trained on the training corpora if the run has none yet), the
+token ids of every corpus (cached in RUN/cache by `datasets.map`), the length filter, and the training batches.
+
+`mt train` calls it before training, `mt prepare` alone (so that a long corpus is tokenised once, ahead of time),
+and the training benchmark to build real batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+
+from mt.batching import TrainBatches
+from mt.config import Config
+from mt.data import TrainingMixture, encode_corpus, filter_pairs, lengths, read_corpus, tokenizer_sample
+from mt.tokenizer import Tokenizer, train_tokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PreparedData:
+    tokenizer: Tokenizer
+    train: TrainBatches
+    dev: datasets.Dataset  # encoded and filtered dev pairs, texts included
+
+
+def prepare_tokenizer(config: Config, run_dir: Path, mixture: TrainingMixture) -> Tokenizer:
+    """The run's tokenizer: the one saved in run_dir, or a new one trained on the training corpora."""
+    tokenizer = Tokenizer.load(run_dir, config.data.scripts())
+    if tokenizer is None:
+        start = time.perf_counter()
+        src, tgt = tokenizer_sample(mixture.pairs, mixture.rows, config.tokenizer.sample_size, config.train.seed)
+        tokenizer = train_tokenizer(src, tgt, config.tokenizer, config.data.scripts())
+        tokenizer.save(run_dir)
+        kind = "joint" if tokenizer.joint else "separate"
+        log.info(f"tokenizer: trained SentencePiece BPE, {tokenizer.src_vocab_size:,} pieces ({kind}) on "
+                 f"{len(src):,} pairs in {time.perf_counter() - start:.1f}s → {run_dir}")
+    return tokenizer
+
+
+def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> PreparedData:
+    """Everything training reads, with `tokenizer` (a resumed run's) or the run's own."""
+    data = config.data
+    mixture = TrainingMixture(data, config.train.seed)
+    dev_pairs = read_corpus(data.dev, data, "dev")
+    if data.dev_max_sentences:
+        dev_pairs = dev_pairs.select(range(min(data.dev_max_sentences, len(dev_pairs))))
+    tokenizer = tokenizer or prepare_tokenizer(config, run_dir, mixture)
+    cache = run_dir / "cache"
+    train_encoded, train_rows = mixture.encode(tokenizer, cache, data.max_len)
+    dev_encoded = encode_corpus(dev_pairs, tokenizer, cache, "dev")
+    dev_rows, report = filter_pairs(dev_encoded, data.max_len, "dev")
+    log.info(report)
+    t = config.train
+    train = TrainBatches(train_encoded.select_columns(["src_ids", "tgt_ids"]), *lengths(train_encoded), train_rows,
+                         t.max_tokens, t.seed, t.length_buckets)
+    return PreparedData(tokenizer, train, dev_encoded.select(dev_rows))
+
+
+def prepare(config: Config) -> PreparedData:
+    """`mt prepare`: the run's tokenizer (trained if missing) and its token cache, without training a model."""
+    run_dir = Path(config.train.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    data = prepare_data(config, run_dir, None)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    log.info(f"prepared in {time.perf_counter() - start:.1f}s, peak memory {peak_mb:,.0f} MB: "
+             f"{len(data.train.src_len):,} training pairs, {data.train.padding_ratio():.1%} of batch positions "
+             f"padding → {run_dir}")
+    return data

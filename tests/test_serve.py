@@ -1,0 +1,407 @@
+"""`mt serve`: LibreTranslate's API as its own client speaks it, mt's API, batching across requests, limits and
+abuse, the page in a real browser, and a graceful stop. Servers listen on 127.0.0.1 only."""
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette")
+import httpx  # noqa: E402
+import uvicorn  # noqa: E402
+
+from mt.batcher import BatchingWorker, Busy  # noqa: E402
+from mt.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from mt.config import ServeConfig  # noqa: E402
+from mt.serve import create_app  # noqa: E402
+from mt.translate import load_translator  # noqa: E402
+
+SENTENCES = ["我爱你", "你好。", "我们明天去北京。", "他是我的朋友。", "这本书很有意思。", "谢谢你。"]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(trained_runs, tmp_path_factory) -> Path:
+    """The trained tiny run's checkpoint, set to output at least 3 tokens: its 8 updates taught it to end at once,
+    and empty translations would make equal answers prove little."""
+    state = load_checkpoint(trained_runs[0] / "checkpoints" / "last.pt")
+    state["config"]["decode"]["min_len"] = 3
+    path = tmp_path_factory.mktemp("serve") / "talkative.pt"
+    save_checkpoint(state, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def translator(checkpoint):
+    return load_translator(checkpoint, "cpu")
+
+
+@pytest.fixture(scope="module")
+def offline(translator) -> dict[str, str]:
+    """Each test sentence's translation by the same model, without a server (the checkpoint's beam 4)."""
+    translations = dict(zip(SENTENCES, translator.translate_lines(SENTENCES)))
+    assert all(translations.values())
+    return translations
+
+
+@contextmanager
+def running(app):
+    """The app served by uvicorn on a free loopback port, in a thread of this process."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def url(translator):
+    with running(create_app(translator, "mt", ServeConfig(char_limit=200, batch_limit=8, body_limit=20_000,
+                                                          body_timeout=1.0))) as address:
+        yield address
+
+
+def post(url: str, path: str, **kwargs) -> httpx.Response:
+    return httpx.post(url + path, timeout=30, **kwargs)
+
+
+# ---------------------------------------------------------------- LibreTranslate's API
+
+
+def test_translate_answers_as_libretranslate_does(url, offline):
+    one = post(url, "/translate", json={"q": "我爱你", "source": "zh", "target": "en"})
+    assert one.status_code == 200 and one.json() == {"translatedText": offline["我爱你"]}
+    many = post(url, "/translate", json={"q": SENTENCES[:3], "source": "auto", "target": "en", "alternatives": 2})
+    answer = many.json()
+    assert answer["translatedText"] == [offline[s] for s in SENTENCES[:3]]
+    assert answer["detectedLanguage"] == [{"confidence": 100.0, "language": "zh"}] * 3
+    assert len(answer["alternatives"]) == 3 and all(isinstance(a, list) and len(a) <= 2 for a in answer["alternatives"])
+    assert all(offline[s] not in alternatives for s, alternatives in zip(SENTENCES, answer["alternatives"]))
+    form = post(url, "/translate", data={"q": "我爱你\r\n你好。", "source": "zh-Hant", "target": "en"})
+    assert form.json() == {"translatedText": f"{offline['我爱你']}\n{offline['你好。']}"}  # a line each
+    multipart = post(url, "/translate", files={"q": (None, "你好。"), "source": (None, "zh"), "target": (None, "en")})
+    assert multipart.json() == {"translatedText": offline["你好。"]}
+
+
+def test_languages_settings_and_health(url):
+    assert httpx.get(url + "/languages").json() == [{"code": "zh", "name": "Chinese", "targets": ["en"]}]
+    settings = httpx.get(url + "/frontend/settings").json()
+    assert settings["charLimit"] == 200 and settings["keyRequired"] is False
+    assert settings["language"] == {"source": {"code": "zh", "name": "Chinese"},
+                                    "target": {"code": "en", "name": "English"}}
+    assert httpx.get(url + "/health").json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize("body, status, message", [
+    ({"source": "zh", "target": "en"}, 400, "missing q parameter"),
+    ({"q": "", "source": "zh", "target": "en"}, 400, "missing q parameter"),
+    ({"q": "你好", "target": "en"}, 400, "missing source parameter"),
+    ({"q": "你好", "source": "zh"}, 400, "missing target parameter"),
+    ({"q": "你好", "source": "fr", "target": "en"}, 400, "fr is not supported"),
+    ({"q": "你好", "source": "zh", "target": "de"}, 400, "de is not supported"),
+    ({"q": "<b>你好</b>", "source": "zh", "target": "en", "format": "html"}, 400, "html format is not supported"),
+    ({"q": 7, "source": "zh", "target": "en"}, 400, "q must be a text or a list of texts"),
+    ({"q": ["你好", 3], "source": "zh", "target": "en"}, 400, "q must be a text or a list of texts"),
+    ({"q": "你" * 201, "source": "zh", "target": "en"}, 400, "request (201) exceeds text limit (200)"),
+    ({"q": ["你好"] * 9, "source": "zh", "target": "en"}, 400, "request (9) exceeds text limit (8)"),
+    ({"q": "你" * 100_000, "source": "zh", "target": "en"}, 413, "over the limit of 20,000 bytes"),
+    ({"q": "你好", "source": "zh", "target": "en", "alternatives": "many"}, 400, "alternatives parameter"),
+])
+def test_bad_requests_get_libretranslates_errors(url, body, status, message):
+    answer = post(url, "/translate", json=body)
+    assert answer.status_code == status and message in answer.json()["error"]
+
+
+@pytest.mark.parametrize("content, kind, message", [
+    (b'{"q": "hello', "application/json", "Invalid JSON format"),
+    (b'{"q": "\xe4\xbd"}', "application/json", "not valid UTF-8"),
+    (b'["q"]', "application/json", "Invalid JSON format"),
+    (b"q=%ff%fe&source=zh&target=en", "application/x-www-form-urlencoded", "not valid UTF-8"),
+    (b"q=hello", "text/plain", "send JSON or a form"),
+])
+def test_bodies_that_are_not_json_or_a_form_are_refused(url, content, kind, message):
+    answer = post(url, "/translate", content=content, headers={"Content-Type": kind})
+    assert answer.status_code == 400 and message in answer.json()["error"]
+
+
+def test_no_path_outside_the_page_can_be_read(url):
+    for path in ("/../mt/serve.py", "/web/index.html", "/%2e%2e/pyproject.toml", "/static/../../etc/passwd", "/mt"):
+        answer = httpx.get(url + path)
+        assert answer.status_code == 404 and "error" in answer.json(), path
+    assert httpx.get(url + "/").text.startswith("<!doctype html>")
+    assert httpx.get(url + "/translate").status_code == 405
+
+
+def test_api_keys_and_the_request_rate(translator):
+    app = create_app(translator, "mt", ServeConfig(req_limit=3), api_keys=frozenset({"k1"}))
+    with running(app) as url:
+        base = {"q": "你好。", "source": "zh", "target": "en"}
+        assert post(url, "/translate", json=base).status_code == 403
+        assert post(url, "/translate", json={**base, "api_key": "nope"}).json() == {"error": "Invalid API key"}
+        answers = [post(url, "/translate", json={**base, "api_key": "k1"}).status_code for _ in range(4)]
+        assert answers == [200, 200, 200, 429]
+        assert httpx.get(url + "/frontend/settings").json()["keyRequired"] is True
+
+
+# ---------------------------------------------------------------- mt's API
+
+
+def test_mt_api_gives_nbest_with_scores_options_and_attention(url, offline, translator):
+    answer = post(url, "/api/translate", json={"q": "我爱你\n你好。", "nbest": 3, "beam": 4, "attention": True})
+    lines = answer.json()["lines"]
+    assert [line["source"] for line in lines] == ["我爱你", "你好。"]
+    best = lines[0]["translations"]
+    assert best[0]["text"] == offline["我爱你"] and len(best) == 3
+    assert [t["score"] for t in best] == sorted((t["score"] for t in best), reverse=True)
+    attention = best[0]["attention"]
+    layers, rows = attention["layers"], len(attention["target"])
+    assert len(layers) == translator.config.model.num_decoder_layers and attention["source"][-1] == "</s>"
+    assert all(len(layer) == rows and all(abs(sum(row) - 1) < 1e-2 for row in layer) for layer in layers)
+    greedy = post(url, "/api/translate", json={"q": "我爱你", "beam": 1}).json()
+    assert greedy["decode"]["beam_size"] == 1 and "attention" not in greedy["lines"][0]["translations"][0]
+    refused = post(url, "/api/translate", json={"q": "我爱你", "beam": 64})
+    assert refused.status_code == 400 and "at most 16" in refused.json()["error"]
+    assert post(url, "/api/translate", json={"q": "我爱你", "nbest": 5, "beam": 2}).status_code == 400
+
+
+def test_info_tells_the_models_facts(url, translator):
+    info = httpx.get(url + "/api/info").json()
+    assert info["engine"] == "mt" and info["source"] == "zh" and info["step"] == 8
+    assert info["model"]["d_model"] == translator.config.model.d_model and "dev_bleu" in info["dev"]
+
+
+# ---------------------------------------------------------------- batching
+
+
+class Recording:
+    """A translator that records the lines of each call it gets."""
+
+    def __init__(self, translator, delay: float = 0.0):
+        self.inner, self.calls, self.delay = translator, [], delay
+
+    def __getattr__(self, name):  # the rest is the real translator's
+        return getattr(self.inner, name)
+
+    def translate(self, lines, decode=None, first_line=1):
+        self.calls.append(list(lines))
+        time.sleep(self.delay)
+        return self.inner.translate(lines, decode, first_line)
+
+
+def test_requests_that_wait_together_are_decoded_together_and_each_gets_its_own_answer(translator, offline):
+    recording = Recording(translator, delay=0.3)
+    worker = BatchingWorker(recording, wait_ms=5, max_tokens=4000)
+    first = worker.submit(["谢谢你。"], translator.decode)
+    time.sleep(0.1)  # the worker is busy with the first request while the others come
+    with ThreadPoolExecutor(len(SENTENCES)) as pool:
+        futures = list(pool.map(lambda s: worker.submit([s], translator.decode), SENTENCES))
+        answers = [f.result(timeout=30)[0][0][0].text for f in futures]
+    first.result(timeout=30)
+    worker.stop()
+    assert answers == [offline[s] for s in SENTENCES]
+    assert recording.calls[0] == ["谢谢你。"] and sorted(recording.calls[1]) == sorted(SENTENCES)
+
+
+def test_a_lone_client_does_not_wait_for_company(translator):
+    recording = Recording(translator)
+    worker = BatchingWorker(recording, wait_ms=2000, max_tokens=4000)
+    started = time.monotonic()
+    worker.submit(["谢谢你。"], translator.decode).result(timeout=30)
+    worker.stop()
+    assert time.monotonic() - started < 1.0
+
+
+def test_one_at_a_time_when_the_token_budget_is_one(translator):
+    recording = Recording(translator)
+    worker = BatchingWorker(recording, wait_ms=200, max_tokens=1)
+    futures = [worker.submit([s], translator.decode) for s in SENTENCES[:3]]
+    [f.result(timeout=30) for f in futures]
+    worker.stop()
+    assert recording.calls == [[s] for s in SENTENCES[:3]]
+
+
+def test_a_cancelled_job_is_never_decoded_and_a_full_queue_is_busy(translator):
+    recording = Recording(translator, delay=0.5)
+    worker = BatchingWorker(recording, wait_ms=0, max_tokens=1, queue_size=3)
+    first = worker.submit(["我爱你"], translator.decode)
+    time.sleep(0.1)  # the worker is busy with the first job
+    left = worker.submit(["你好。"], translator.decode)
+    assert left.cancel()  # its client went away
+    kept = worker.submit(["谢谢你。"], translator.decode)
+    worker.submit(["他是我的朋友。"], translator.decode)
+    with pytest.raises(Busy):
+        worker.submit(["这本书很有意思。"], translator.decode)
+    first.result(timeout=30)
+    kept.result(timeout=30)
+    worker.stop()
+    assert ["你好。"] not in recording.calls and ["谢谢你。"] in recording.calls
+
+
+def test_a_client_that_disconnects_leaves_no_work_behind(translator):
+    recording = Recording(translator, delay=1.0)
+    with running(create_app(recording, "mt", ServeConfig())) as url:
+        with ThreadPoolExecutor(1) as pool:
+            busy = pool.submit(post, url, "/translate", json={"q": "谢谢你。", "source": "zh", "target": "en"})
+            time.sleep(0.3)  # the worker is busy with that one for a second
+            host, port = url.removeprefix("http://").split(":")
+            body = json.dumps({"q": "他是我的朋友。", "source": "zh", "target": "en"}).encode()
+            with socket.create_connection((host, int(port))) as leaving:
+                leaving.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                time.sleep(0.3)  # its request waits in the queue
+            assert busy.result().status_code == 200
+        assert post(url, "/translate", json={"q": "你好。", "source": "zh", "target": "en"}).status_code == 200
+    assert ["他是我的朋友。"] not in recording.calls and ["你好。"] in recording.calls
+
+
+# ---------------------------------------------------------------- abuse
+
+
+def test_a_slow_client_gets_408_and_delays_nobody(url, offline):
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as slow:
+        slow.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{\"q\": ")
+        started = time.monotonic()
+        answer = post(url, "/translate", json={"q": "我爱你", "source": "zh", "target": "en"})
+        assert answer.json()["translatedText"] == offline["我爱你"] and time.monotonic() - started < 1.0
+        slow.settimeout(10)
+        assert slow.recv(1000).startswith(b"HTTP/1.1 408")
+
+
+def test_bad_requests_interleaved_with_good_ones_leave_every_good_one_right(url, offline):
+    bad = [{"json": {"q": 5, "source": "zh", "target": "en"}}, {"content": b"{oops", "headers": {"Content-Type":
+           "application/json"}}, {"json": {"q": "你好", "source": "xx", "target": "en"}}, {"content": b"\xff" * 50}]
+    with httpx.Client(base_url=url, timeout=30) as client, ThreadPoolExecutor(8) as pool:
+        def send(i):
+            if i % 10 == 0:
+                sentence = SENTENCES[i // 10 % len(SENTENCES)]
+                answer = client.post("/translate", json={"q": sentence, "source": "zh", "target": "en"})
+                return answer.status_code == 200 and answer.json()["translatedText"] == offline[sentence]
+            return client.post("/translate", **bad[i % len(bad)]).status_code == 400
+
+        results = list(pool.map(send, range(1100)))  # 1,000 bad, 100 good
+    assert all(results)
+
+
+# ---------------------------------------------------------------- `mt serve` itself
+
+
+@contextmanager
+def mt_serve(*args: str, cwd: Path):
+    """`mt serve` in its own process on a free port; yields (process, url)."""
+    process = subprocess.Popen([sys.executable, "-m", "mt", "serve", "--port", "0", *args], cwd=cwd,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while "serving" not in (line := process.stderr.readline()):
+            assert line, "mt serve ended: " + process.stderr.read()
+        yield process, line.split(" on ")[1].split()[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_libretranslatepy_speaks_to_mt_serve_and_gets_what_mt_translate_gives(checkpoint, tmp_path):
+    from libretranslatepy import LibreTranslateAPI
+
+    (tmp_path / "keys.txt").write_text("# keys\nsecret-1\n", encoding="utf-8")
+    expected = subprocess.run([sys.executable, "-m", "mt", "translate", "--checkpoint", str(checkpoint), "我爱你"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    with mt_serve("--checkpoint", str(checkpoint), "--api-keys", "keys.txt", cwd=tmp_path) as (_, url):
+        client = LibreTranslateAPI(url, api_key="secret-1")
+        assert client.translate("我爱你", "zh", "en") == expected
+        assert client.languages() == [{"code": "zh", "name": "Chinese", "targets": ["en"]}]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            client.translate("我爱你", "en", "zh")
+        assert refused.value.code == 400 and "en is not supported" in json.loads(refused.value.read())["error"]
+        with pytest.raises(urllib.error.HTTPError) as no_key:
+            LibreTranslateAPI(url).translate("我爱你", "zh", "en")
+        assert no_key.value.code == 403
+        with pytest.raises(urllib.error.HTTPError) as wrong_key:
+            LibreTranslateAPI(url, api_key="guess").translate("我爱你", "zh", "en")
+        assert wrong_key.value.code == 403
+
+
+def test_sigterm_finishes_the_request_in_flight_then_exits_0(checkpoint, tmp_path, offline):
+    with mt_serve("--checkpoint", str(checkpoint), cwd=tmp_path) as (process, url):
+        host, port = url.removeprefix("http://").split(":")
+        body = json.dumps({"q": "我爱你", "source": "zh", "target": "en"}).encode()
+        with socket.create_connection((host, int(port))) as in_flight:
+            in_flight.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: %d\r\n\r\n%s" % (len(body), body[:10]))
+            time.sleep(0.5)  # the request has begun
+            process.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            with pytest.raises(httpx.ConnectError):  # no new connection is accepted
+                httpx.get(url + "/health")
+            in_flight.sendall(body[10:])  # the rest of its body
+            in_flight.settimeout(30)
+            answer = b""
+            while chunk := in_flight.recv(10_000):  # until the server closes the connection, as it stops
+                answer += chunk
+            answer = answer.decode()
+        assert answer.startswith("HTTP/1.1 200") and json.dumps(offline["我爱你"], ensure_ascii=False) in answer
+        assert process.wait(timeout=30) == 0
+
+
+# ---------------------------------------------------------------- the page, in a real browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def page(url):
+    if CHROMIUM is None:
+        pytest.skip("no Chromium on this machine (apt-get install -y chromium)")
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto(url + "/")
+        yield page
+        browser.close()
+
+
+def test_the_page_translates_on_the_button_and_on_ctrl_enter(page, offline):
+    page.wait_for_selector("#facts:has-text('step 8')")  # selectors, not script: the page's CSP forbids eval
+    page.fill("#text", "我爱你")
+    page.click("#go")
+    page.wait_for_selector("ol.nbest li")
+    assert page.inner_text("ol.nbest li .text") == offline["我爱你"]
+    assert len(page.query_selector_all("ol.nbest li .score")) == 3
+    page.fill("#nbest", "2")  # translated again, with 2 translations this time
+    page.press("#text", "Control+Enter")
+    page.wait_for_selector("ol.nbest:not(:has(li:nth-child(3))) li:nth-child(2)")
+    assert page.inner_text("ol.nbest li .text") == offline["我爱你"]
+    page.fill("#nbest", "3")
+
+
+def test_the_page_draws_the_attention_map_of_the_chosen_translation(page):
+    page.fill("#text", "我爱你")
+    page.click("#go")
+    page.wait_for_selector("#attention td")
+    sources = page.eval_on_selector_all("#attention thead th", "cells => cells.map(c => c.textContent)")
+    rows = page.eval_on_selector_all("#attention tbody tr", "rows => rows.length")
+    cells = page.eval_on_selector_all("#attention tbody td", "cells => cells.length")
+    assert sources[-1] == "</s>" and "爱" in "".join(sources) and cells == rows * (len(sources) - 1)
+    page.click("ol.nbest li:nth-child(2)")  # another translation: its own map
+    assert page.get_attribute("ol.nbest li:nth-child(2)", "class") == "chosen"
+    page.wait_for_selector("#attention td")
