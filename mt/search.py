@@ -79,6 +79,7 @@ class StepDecoder:
         if not use_cache and beams > 1:
             rows = torch.arange(memory.size(0), device=memory.device).repeat_interleave(beams)
             memory, src_mask = memory.index_select(0, rows), src_mask.index_select(0, rows)  # [B·K,S,D]
+        # memory and src_mask are read by the full recomputation only: the cache keeps its own
         self.model, self.memory, self.src_mask, self.min_len = model, memory, src_mask, min_len
         self.no_repeat_ngram_size, self.beams = no_repeat_ngram_size, beams
 

@@ -18,7 +18,10 @@ STEPS, EVERY = 96, 6  # a checkpoint every 6 steps
 
 def start(cwd: Path, run: str, resume: bool) -> subprocess.Popen:
     args = [sys.executable, "-m", "mt", "train", "-c", "tiny.yaml", "--run-dir", run] + (["--resume"] if resume else [])
-    return subprocess.Popen(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # SIGINT at its default in the child, whatever the suite was started with (a background job ignores it, and
+    # Python then never turns it into KeyboardInterrupt)
+    return subprocess.Popen(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def newest_step(run: Path) -> int:
