@@ -31,7 +31,8 @@ ConfigOption = Annotated[list[Path], typer.Option(
 SetOption = Annotated[Optional[list[str]], typer.Option(
     "--set", help="Override one config key, e.g. --set train.max_steps=200 (repeatable).")]
 RunDirOption = Annotated[Optional[str], typer.Option("--run-dir", help="Default: runs/<config name>.")]
-DeviceOption = Annotated[Optional[Device], typer.Option("--device", help="Default: train.device, or auto.")]
+DeviceOption = Annotated[Optional[Device], typer.Option(
+    "--device", help="auto: cuda when there is a GPU, else cpu (mt train: default train.device).")]
 CheckpointOption = Annotated[Optional[Path], typer.Option(
     "--checkpoint", help="Default: best.pt of the most recently trained run under runs/.")]
 EngineOption = Annotated[Engine, typer.Option(
@@ -309,8 +310,9 @@ def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", devi
           max_beam: Annotated[int, typer.Option(help="The largest beam a request may ask for.")] = ServeConfig.max_beam,
           req_limit: Annotated[int, typer.Option(help="Requests per minute per client; 0: no limit.")]
           = ServeConfig.req_limit,
-          batch_wait_ms: Annotated[float, typer.Option(help="How long a request waits for others to be decoded "
-                                                       "with it.")] = ServeConfig.batch_wait_ms,
+          batch_wait_ms: Annotated[float, typer.Option(help="Gathering requests to decode together ends when none "
+                                                       "has come for this long (a request waits at most 10×).")]
+          = ServeConfig.batch_wait_ms,
           batch_tokens: Annotated[int, typer.Option(help="Source tokens decoded together at most; 1 decodes one "
                                                     "request at a time.")] = ServeConfig.batch_tokens,
           queue_size: Annotated[int, typer.Option(help="Requests waiting for the model at most.")]
@@ -321,7 +323,7 @@ def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", devi
           = ServeConfig.body_timeout):
     """Serve a model over HTTP: LibreTranslate's API (its clients work unchanged), mt's own API, and a page to try
     it in at /. Concurrent requests are decoded together. SIGTERM or Ctrl-C finish the requests in flight, then stop.
-    Needs the serve extra: pip install -e ".[serve]"."""
+    Needs the serve extra (the README's set-up installs it)."""
     try:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
