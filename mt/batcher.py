@@ -3,9 +3,10 @@
 A server's requests arrive one sentence or a few at a time; decoding each alone leaves most of the machine idle.
 The worker takes the oldest job and the others waiting, and, while fewer have come than in its last round, those
 that arrive: until none has come for `wait_ms`, `max_tokens` source tokens are gathered, or the first job has
-waited 10 × `wait_ms`. It translates all the gathered lines with one `Translator.translate` call, which sorts them by length into
-token-budget batches. Jobs with other decode settings are translated in their own call. A job that was
-cancelled before the worker reached it (its client left, or it waited too long) is skipped, never decoded.
+waited 10 × `wait_ms`. It translates all the gathered lines with one `Translator.translate` call, which sorts
+them by length into token-budget batches. Jobs with other decode settings are translated in their own call. A job
+that was cancelled before the worker reached it (its client left, or it waited too long) is skipped, never
+decoded.
 
 Batching never changes an output: each sentence keeps its own length limit, and padding is masked.
 """

@@ -135,7 +135,6 @@ class CTranslate2Engine:
         else:  # exports of earlier versions kept only these
             self.config = Config(model=ModelConfig(max_positions=meta["max_positions"]),
                                  decode=DecodeConfig(**meta["decode"]))
-        self.max_positions = self.config.model.max_positions
         self.facts = meta.get("facts", {})
         self.tokenizer = Tokenizer.load(model_dir, tuple(meta.get("scripts", ("keep", "keep"))))  # older exports: none
         self.translator = ctranslate2.Translator(str(model_dir), device=device.type)
@@ -145,13 +144,13 @@ class CTranslate2Engine:
         src, tgt = self.tokenizer.src, self.tokenizer.tgt
         found: list[list[Hypothesis]] = [[] for _ in src_ids]
         for batch in source_batches(src_ids, decode.max_tokens):  # one looping output delays only its batch
-            limits = [output_limit(decode, len(src_ids[i]), self.max_positions) for i in batch]
+            limits = [output_limit(decode, len(src_ids[i]), self.config.model.max_positions) for i in batch]
             results = self.translator.translate_batch(
                 [[src.id_to_piece(t) for t in src_ids[i]] for i in batch],
                 beam_size=decode.beam_size, num_hypotheses=decode.nbest, length_penalty=decode.alpha,
                 max_decoding_length=max(limits), min_decoding_length=decode.min_len,
                 no_repeat_ngram_size=decode.no_repeat_ngram_size,
-                max_input_length=self.max_positions, return_scores=True,
+                max_input_length=self.config.model.max_positions, return_scores=True,
                 suppress_sequences=[[tgt.id_to_piece(PAD)], [tgt.id_to_piece(BOS)]])
             for i, limit, result in zip(batch, limits, results):  # CTranslate2 leaves EOS out
                 found[i] = [Hypothesis([tgt.piece_to_id(p) for p in pieces][:limit], score)

@@ -35,7 +35,7 @@ class Searcher:
     the decoder's steps multiply by weights packed for their size (mt/packing.py), kept from batch to batch."""
 
     def __init__(self, model: Transformer, device: torch.device):
-        self.model, self.device, self.max_positions = model, device, model.config.max_positions
+        self.model, self.device = model, device
         self.packed = PackedWeights()
 
     def search(self, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
@@ -44,7 +44,7 @@ class Searcher:
         found: list[list[Hypothesis]] = [[] for _ in src_ids]
         for batch in source_batches(src_ids, decode.max_tokens):
             src = pad_ids([src_ids[i] for i in batch]).to(self.device)                            # [B, S]
-            limits = [output_limit(decode, len(src_ids[i]), self.max_positions) for i in batch]
+            limits = [output_limit(decode, len(src_ids[i]), self.model.config.max_positions) for i in batch]
             # Each decoder step has B·beam rows (fewer once a beam search sentence is done)
             with self.packed.applied([self.model.decoder, self.model.generator], len(batch) * decode.beam_size):
                 hypotheses = search_batch(self.model, src, torch.tensor(limits, device=self.device), decode)

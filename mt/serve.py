@@ -25,6 +25,13 @@ from contextlib import asynccontextmanager
 from importlib import resources
 from urllib.parse import parse_qsl
 
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse
+from starlette.routing import Route
+
 from mt.batcher import BatchingWorker, Busy
 from mt.config import DecodeConfig, ServeConfig
 from mt.errors import MtError
@@ -167,8 +174,6 @@ class Api:
                       "decode": dataclasses.asdict(config.decode), "limits": dataclasses.asdict(self.limits)})
 
     async def index(self, request):
-        from starlette.responses import HTMLResponse
-
         return HTMLResponse(self.page, headers={"Content-Security-Policy": "default-src 'self'; script-src "
                                                 "'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"})
 
@@ -301,8 +306,6 @@ async def _disconnected(request) -> None:
 
 
 async def _multipart(request, body: bytes) -> dict:
-    from starlette.requests import Request
-
     async def replay():
         return {"type": "http.request", "body": body, "more_body": False}
 
@@ -311,17 +314,11 @@ async def _multipart(request, body: bytes) -> dict:
 
 
 def _json(data, status: int = 200):
-    from starlette.responses import JSONResponse
-
     return JSONResponse(data, status_code=status)
 
 
 def create_app(translator: Translator, engine: str, limits: ServeConfig, api_keys: frozenset[str] = frozenset()):
     """The ASGI application (Starlette)."""
-    from starlette.applications import Starlette
-    from starlette.exceptions import HTTPException
-    from starlette.routing import Route
-
     api = Api(translator, engine, limits, api_keys)
 
     async def refused(request, error: ApiError):
@@ -344,8 +341,6 @@ def create_app(translator: Translator, engine: str, limits: ServeConfig, api_key
 def serve(translator: Translator, engine: str, limits: ServeConfig, host: str, port: int,
           api_keys: frozenset[str] = frozenset()) -> None:
     """Serve until SIGTERM or Ctrl-C, which stop accepting, finish the requests in flight, and return."""
-    import uvicorn
-
     sock = _listen(host, port)
     address = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     if not ipaddress.ip_address(sock.getsockname()[0]).is_loopback and not api_keys:
