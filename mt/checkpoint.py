@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from mt.atomic import atomic_write_bytes
+from mt.atomic import CHECKPOINT, atomic_write_bytes
 from mt.config import Config, config_from_dict
 from mt.errors import MtError
 from mt.model import Transformer
@@ -32,7 +32,7 @@ RUNS_ROOT = Path("runs")
 def save_checkpoint(state: dict, path: Path) -> None:
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
+    atomic_write_bytes(path, buffer.getvalue(), CHECKPOINT)
 
 
 def load_checkpoint(path: Path) -> dict:

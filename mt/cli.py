@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mt.atomic import CHECKPOINT, PNG, TEXT, atomic_open, check_replaceable
 from mt.config import Device, Engine, ServeConfig
 from mt.console import setup_logging
 from mt.errors import MtError
@@ -105,8 +106,9 @@ def average(run_dir: Annotated[Path, typer.Argument(help="A run directory (holdi
     """Average the weights of a run's last N checkpoints into one checkpoint for translate and evaluate."""
     from mt.checkpoint import average_checkpoints, checkpoint_dir, save_checkpoint
 
-    state = average_checkpoints(run_dir, last)
     output = output or checkpoint_dir(run_dir) / "average.pt"
+    _check_outputs((output, CHECKPOINT))
+    state = average_checkpoints(run_dir, last)
     save_checkpoint(state, output)
     log.info(f"averaged {', '.join(state['averaged'])} → {output}")
 
@@ -137,6 +139,7 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
         raise MtError("give sentences as arguments or --input FILE, not both")
     if attention is not None and (len(text or []) != 1 or engine != "mt" or nbest != 1):
         raise MtError("--attention draws one translation: give one sentence as an argument (engine mt, nbest 1)")
+    _check_outputs((output, TEXT), (attention, PNG))
     lines, chunk = _input_lines(text, input)  # first: a missing input file is reported before the model loads
     translator = load_translator(checkpoint, device, engine)
     decode = _decode(translator, beam, alpha, max_len_a, max_len_b, no_repeat_ngram, nbest)
@@ -205,6 +208,13 @@ def _decode(translator, beam, alpha, max_len_a, max_len_b, no_repeat_ngram, nbes
                                      max_len_b=max_len_b, no_repeat_ngram_size=no_repeat_ngram)
 
 
+def _check_outputs(*outputs) -> None:
+    """Refuse, before any work, output paths given as (path or None, kind) where something of another kind is."""
+    for path, kind in outputs:
+        if path is not None:
+            check_replaceable(path, kind)
+
+
 def _input_lines(text: list[str] | None, input: Path | None):
     """The lines to translate and how many to translate at a time: the arguments all at once, a file or
     piped stdin in chunks, and a person typing at a terminal line by line."""
@@ -244,6 +254,7 @@ def evaluate(checkpoint: CheckpointOption = None,
         return
     if src is not None and not ref:
         raise MtError("--src needs at least one --ref")
+    _check_outputs((output, TEXT))
     from mt.evaluate import evaluate as evaluate_test_set, read_test_files, read_test_set
     from mt.translate import load_translator
 
@@ -277,14 +288,16 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
         raise MtError("give one of --ctranslate2 DIR and --huggingface DIR")
     source = checkpoint or default_checkpoint()
     if ctranslate2 is not None:
-        from mt.ct2 import export_ctranslate2
+        from mt.ct2 import EXPORT, export_ctranslate2
 
+        _check_outputs((ctranslate2, EXPORT))
         export_ctranslate2(source, ctranslate2, quantization)
         log.info(f"exported {source} → {ctranslate2} (translate with: mt translate --engine ctranslate2 "
                  f"--checkpoint {ctranslate2})")
         return
-    from mt.hf import export_huggingface
+    from mt.hf import EXPORT, export_huggingface
 
+    _check_outputs((huggingface, EXPORT))  # before the test set is translated
     test = None
     if evaluate:
         from mt.evaluate import evaluate as evaluate_test_set, read_test_set
@@ -350,9 +363,7 @@ def _line_writer(output: Path | None):
 
         yield write
     else:
-        from mt.atomic import atomic_open
-
-        with atomic_open(output) as f:
+        with atomic_open(output, TEXT) as f:
             yield lambda line: f.write((line + "\n").encode("utf-8"))
 
 

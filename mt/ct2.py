@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from mt.atomic import atomic_directory
+from mt.atomic import Kind, atomic_directory
 from mt.batching import source_batches
 from mt.checkpoint import load_model, training_facts
 from mt.config import Config, DecodeConfig, ModelConfig, config_from_dict, config_to_dict
@@ -43,15 +43,22 @@ def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | N
         spec.optimize(quantization=quantization)
     except ValueError as e:
         raise MtError(f"--quantization {quantization}: {e}")
-    with atomic_directory(output_dir, is_export, "a CTranslate2 export of mt") as staging:
+    with atomic_directory(output_dir, EXPORT) as staging:
         spec.save(str(staging))
         tokenizer.save(staging)
-        meta = {"config": config_to_dict(config), "scripts": tokenizer.scripts, "facts": training_facts(state)}
+        meta = {"format": "ctranslate2", "config": config_to_dict(config), "scripts": tokenizer.scripts,
+                "facts": training_facts(state)}
         (staging / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 
 def is_export(directory: Path) -> bool:
-    return (directory / META_FILE).is_file()
+    try:  # exports of earlier versions have no "format"
+        return json.loads((directory / META_FILE).read_text(encoding="utf-8")).get("format", "ctranslate2") == "ctranslate2"
+    except (OSError, ValueError, AttributeError):  # none, unreadable, not JSON, not an object
+        return False
+
+
+EXPORT = Kind("a CTranslate2 export of mt", is_export, directory=True)
 
 
 def model_spec(model: Transformer, src_vocabulary: list[str], tgt_vocabulary: list[str]):

@@ -35,6 +35,11 @@ def read_corpus(corpus: CorpusConfig, data: DataConfig, split: str) -> datasets.
     if not corpus.path:
         raise MtError(f"config key data.{split}: no corpus given (set data.{split}.path or data.{split}.hub)")
     path = Path(corpus.path)
+    missing = [p for p in ([path] if path.suffix in (".tsv", ".jsonl") else
+                           aligned_paths(path, data.src_lang, data.tgt_lang)) if not p.exists()]
+    if missing:
+        raise MtError(f"{missing[0]}: no such file (config key data.{split}.path; a run's token cache is rebuilt "
+                      f"from its corpora when needed)")
     if path.suffix == ".tsv":
         return _read_tsv(path)
     if path.suffix == ".jsonl":
@@ -90,9 +95,8 @@ def _read_hub(corpus: CorpusConfig, data: DataConfig, split: str) -> datasets.Da
     try:
         dataset = datasets.load_dataset(corpus.hub, corpus.hub_config or None, split=corpus.split)
     except Exception as e:  # network, unknown name or split: datasets raises many kinds
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise MtError(f"config key data.{split}.hub: cannot load {corpus.hub!r} "
-                      f"(config {corpus.hub_config!r}, split {corpus.split!r}): {first_line}", exit_code=1)
+                      f"(config {corpus.hub_config!r}, split {corpus.split!r}): {_first_line(e)}", exit_code=1)
     return _select_fields(dataset, corpus, data, f"hub dataset {corpus.hub}")
 
 
@@ -180,8 +184,26 @@ def encode_corpus(pairs: datasets.Dataset, tokenizer: Tokenizer, cache_dir: Path
                 "src_len": [len(s) for s in src], "tgt_len": [len(t) for t in tgt]}
 
     processes = min(len(os.sched_getaffinity(0)), 8) if len(pairs) >= 200_000 else None  # pays off when big
-    return pairs.map(encode, batched=True, batch_size=2000, cache_file_name=str(cache_dir / f"{name}-{key}.arrow"),
-                     new_fingerprint=key, load_from_cache_file=True, num_proc=processes)
+    cache_file = cache_dir / f"{name}-{key}.arrow"
+
+    def encoded() -> datasets.Dataset:
+        return pairs.map(encode, batched=True, batch_size=2000, cache_file_name=str(cache_file),
+                         new_fingerprint=key, load_from_cache_file=True, num_proc=processes)
+
+    try:
+        return encoded()
+    except (OSError, pa.ArrowException) as e:  # a cache cut short (a full disk, a copy stopped half way)
+        damaged = sorted(cache_dir.glob(f"{name}-{key}*.arrow"))  # with num_proc, one file per process
+        if not damaged:
+            raise
+        log.warning(f"{damaged[0]}: the token cache is damaged ({_first_line(e)}); rebuilding it from the corpus")
+        for path in damaged:
+            path.unlink()
+        return encoded()
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def lengths(encoded: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:

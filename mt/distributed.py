@@ -58,6 +58,15 @@ def sum_across(world: World, value: float, device: torch.device) -> float:
     return float(total.item())
 
 
+def max_across(world: World, values: list[float], device: torch.device) -> list[float]:
+    """Each number's largest value over all processes (e.g. whether any of them was asked to stop)."""
+    if not world.is_distributed:
+        return values
+    largest = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+    return largest.tolist()
+
+
 def gather_objects(world: World, obj) -> list:
     """Every process's `obj`, in rank order, on every process."""
     if not world.is_distributed:

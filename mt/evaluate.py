@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mt.atomic import atomic_write_bytes
+from mt.atomic import TEXT, atomic_write_bytes
 from mt.config import DataConfig, DecodeConfig
 from mt.data import read_corpus
 from mt.lines import read_lines
@@ -29,5 +29,5 @@ def evaluate(translator: Translator, sources: list[str], references: list[list[s
     against `references` with the BLEU tokenizer of the model's target language."""
     hypotheses = translator.translate_lines(sources, decode)
     if output is not None:
-        atomic_write_bytes(output, "".join(line + "\n" for line in hypotheses).encode("utf-8"))
+        atomic_write_bytes(output, "".join(line + "\n" for line in hypotheses).encode("utf-8"), TEXT)
     return score(hypotheses, references, translator.config.data.tgt_lang)

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from mt.atomic import atomic_directory
+from mt.atomic import Kind, atomic_directory
 from mt.checkpoint import load_model, training_facts
 from mt.config import Config, config_to_dict
 from mt.errors import MtError
@@ -45,7 +45,7 @@ def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None =
                       exit_code=1)
     marian.tie_weights()
     check_logits(model, marian)
-    with atomic_directory(output_dir, is_export, "a Hugging Face export of mt") as staging:
+    with atomic_directory(output_dir, EXPORT) as staging:
         marian.generation_config = generation_config(config, transformers)
         marian.save_pretrained(staging)  # config.json, generation_config.json, model.safetensors
         save_tokenizer(tokenizer, config, staging, transformers)
@@ -57,8 +57,13 @@ def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None =
 
 
 def is_export(directory: Path) -> bool:
-    meta = directory / META_FILE
-    return meta.is_file() and json.loads(meta.read_text(encoding="utf-8")).get("format") == "huggingface"
+    try:
+        return json.loads((directory / META_FILE).read_text(encoding="utf-8")).get("format") == "huggingface"
+    except (OSError, ValueError, AttributeError):  # none, unreadable, not JSON, not an object
+        return False
+
+
+EXPORT = Kind("a Hugging Face export of mt", is_export, directory=True)
 
 
 def _transformers():

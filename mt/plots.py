@@ -19,7 +19,7 @@ from matplotlib import font_manager  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ft2font import FT2Font  # noqa: E402
 
-from mt.atomic import atomic_write_bytes  # noqa: E402
+from mt.atomic import PNG, atomic_write_bytes  # noqa: E402
 from mt.errors import MtError  # noqa: E402
 from mt.translate import Attention  # noqa: E402
 
@@ -156,4 +156,4 @@ def save(figure: Figure, output: Path) -> None:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110)
     plt.close(figure)
-    atomic_write_bytes(Path(output), buffer.getvalue())
+    atomic_write_bytes(Path(output), buffer.getvalue(), PNG)

@@ -18,7 +18,9 @@ import datasets
 from mt.batching import TrainBatches
 from mt.config import Config
 from mt.data import TrainingMixture, encode_corpus, filter_pairs, lengths, read_corpus, tokenizer_sample
-from mt.tokenizer import Tokenizer, train_tokenizer
+from mt.errors import MtError
+from mt.run_lock import lock_run_dir
+from mt.tokenizer import Tokenizer, tokenizer_files, train_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,9 @@ class PreparedData:
 def prepare_tokenizer(config: Config, run_dir: Path, mixture: TrainingMixture) -> Tokenizer:
     """The run's tokenizer: the one saved in run_dir, or a new one trained on the training corpora."""
     tokenizer = Tokenizer.load(run_dir, config.data.scripts())
-    if tokenizer is None:
+    if tokenizer is not None:
+        _check_vocabulary(tokenizer, config, run_dir)
+    else:
         start = time.perf_counter()
         src, tgt = tokenizer_sample(mixture.pairs, mixture.rows, config.tokenizer.sample_size, config.train.seed)
         tokenizer = train_tokenizer(src, tgt, config.tokenizer, config.data.scripts())
@@ -42,6 +46,18 @@ def prepare_tokenizer(config: Config, run_dir: Path, mixture: TrainingMixture) -
         log.info(f"tokenizer: trained SentencePiece BPE, {tokenizer.src_vocab_size:,} pieces ({kind}) on "
                  f"{len(src):,} pairs in {time.perf_counter() - start:.1f}s → {run_dir}")
     return tokenizer
+
+
+def _check_vocabulary(tokenizer: Tokenizer, config: Config, run_dir: Path) -> None:
+    """A saved SentencePiece model cut short can still load, with fewer pieces: refuse one whose size is not the
+    config's (damaged, or trained for another config)."""
+    wanted = config.tokenizer.vocab_size
+    for side, size in (("", tokenizer.src_vocab_size), (" target", tokenizer.tgt_vocab_size)):
+        if size != wanted:
+            files = " and ".join(str(path) for path in tokenizer_files(run_dir))
+            raise MtError(f"{files}: the run's{side} SentencePiece model has {size:,} pieces, but tokenizer.vocab_size "
+                          f"is {wanted:,}: it is damaged, or was trained for another config; remove it and "
+                          f"{run_dir / 'cache'} to train a new one (checkpoints keep their own copy)")
 
 
 def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> PreparedData:
@@ -66,9 +82,9 @@ def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> 
 def prepare(config: Config) -> PreparedData:
     """`mt prepare`: the run's tokenizer (trained if missing) and its token cache, without training a model."""
     run_dir = Path(config.train.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    data = prepare_data(config, run_dir, None)
+    with lock_run_dir(run_dir, "mt prepare"):
+        data = prepare_data(config, run_dir, None)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     log.info(f"prepared in {time.perf_counter() - start:.1f}s, peak memory {peak_mb:,.0f} MB: "
              f"{len(data.train.src_len):,} training pairs, {data.train.padding_ratio():.1%} of batch positions "

@@ -80,11 +80,6 @@ class Tokenizer:
             atomic_write_bytes(run_dir / SRC_FILE, self.src_proto)
             atomic_write_bytes(run_dir / TGT_FILE, self.tgt_proto)
 
-    @staticmethod
-    def files(run_dir: Path) -> list[Path]:
-        """The tokenizer files present in a run directory."""
-        return [run_dir / name for name in (JOINT_FILE, SRC_FILE, TGT_FILE) if (run_dir / name).exists()]
-
     @classmethod
     def load(cls, run_dir: Path, scripts: tuple[str, str] = ("keep", "keep")) -> Tokenizer | None:
         """The tokenizer saved in a run directory, or None when there is none yet."""
@@ -93,6 +88,11 @@ class Tokenizer:
         if (run_dir / SRC_FILE).exists() and (run_dir / TGT_FILE).exists():
             return cls(_read_model(run_dir / SRC_FILE), _read_model(run_dir / TGT_FILE), scripts)
         return None
+
+
+def tokenizer_files(run_dir: Path) -> list[Path]:
+    """The tokenizer files present in a run directory."""
+    return [run_dir / name for name in (JOINT_FILE, SRC_FILE, TGT_FILE) if (run_dir / name).exists()]
 
 
 def script_converter(script: str) -> Callable[[list[str]], list[str]]:
@@ -152,5 +152,5 @@ def _read_model(path: Path) -> bytes:
     try:
         spm.SentencePieceProcessor(model_proto=proto)
     except RuntimeError:
-        raise MtError(f"{path}: not a SentencePiece model")
+        raise MtError(f"{path}: not a SentencePiece model (damaged?)")
     return proto

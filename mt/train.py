@@ -30,12 +30,14 @@ from mt.checkpoint import checkpoint_dir, load_checkpoint, prune_step_checkpoint
 from mt.config import Config, Precision, TrainConfig, config_to_dict, save_config
 from mt.data import lengths
 from mt.device import resolve_device
-from mt.distributed import World, close_world, gather_objects, init_world, main_first, sum_across
+from mt.distributed import World, close_world, gather_objects, init_world, main_first, max_across, sum_across
 from mt.errors import MtError
 from mt.scoring import score
 from mt.model import Transformer
 from mt.prepare import PreparedData, prepare_data
+from mt.run_lock import lock_run_dir
 from mt.search import Searcher
+from mt.stopping import StopSignals, Stopped
 from mt.tokenizer import PAD, Tokenizer
 from mt.training_log import TrainingLog
 
@@ -262,36 +264,51 @@ class Trainer:
 
     def fit(self) -> None:
         """Update, log, validate and checkpoint until train.max_steps, train.max_minutes or early stopping.
-        Ctrl-C saves a checkpoint of the updates done so far."""
+        A stop signal (Ctrl-C, SIGTERM, SIGUSR1) saves a checkpoint of the updates done so far."""
         t, p = self.config.train, self.position
         progress = Progress(self.run_dir, t, p.step, self.world.is_main)
-        try:
-            for batches in self.batches():
-                if p.step >= t.max_steps:
-                    break
-                result = self.train_step(batches)
-                p.batch_index += 1
-                if result is None:  # a non-finite gradient: no update
-                    continue
-                p.step += 1
-                progress.update(*result)
-                if p.step % t.log_every == 0:
-                    progress.log(p.step, self.scheduler.get_last_lr()[0])
-                time_up = self._time_up(progress.started)
-                if p.step % t.eval_every == 0 or p.step == t.max_steps or time_up:
-                    early_stop = self._validate_and_save(progress)
-                    if early_stop or time_up:
+        # In a DDP run every process must stop at the same update, so each one only records a signal, and they
+        # agree after every update; alone, a process stops at once except in the middle of an update.
+        with StopSignals() as stops, stops.deferred() if self.world.is_distributed else contextlib.nullcontext():
+            try:
+                for batches in self.batches():
+                    if p.step >= t.max_steps:
                         break
-        except KeyboardInterrupt:
-            if self.world.is_main:
-                raise MtError(f"interrupted at step {p.step}: saved {self.save(None)}; continue with --resume",
-                              exit_code=130)
-            raise MtError("interrupted", exit_code=130)
-        finally:
-            progress.close()
+                    with stops.deferred():  # an update is applied whole, or not at all
+                        result = self.train_step(batches)
+                        p.batch_index += 1
+                        p.step += result is not None
+                    time_up, signum = self._agreed_stop(progress.started, stops)
+                    if signum:
+                        raise Stopped(signum)
+                    if result is None:  # a non-finite gradient: no update
+                        continue
+                    progress.update(*result)
+                    if p.step % t.log_every == 0:
+                        progress.log(p.step, self.scheduler.get_last_lr()[0])
+                    if p.step % t.eval_every == 0 or p.step == t.max_steps or time_up:
+                        early_stop = self._validate_and_save(progress)
+                        if early_stop or time_up:
+                            break
+            except Stopped as stop:
+                with stops.deferred():  # a second SIGTERM (the launcher's, after the scheduler's) lets it save
+                    raise self._stopped(stop) from None
+            finally:
+                progress.close()
         log.info(f"done: {p.step} steps, {progress.tokens_per_second():,.0f} target tokens/s, peak memory "
                  f"{peak_memory_mb():,.0f} MB, best dev BLEU {p.best_bleu:.2f}; checkpoints in "
                  f"{checkpoint_dir(self.run_dir)}")
+
+    def _stopped(self, stop: Stopped) -> MtError:
+        """The error that ends a stopped run, after the main process saved a checkpoint where it stopped."""
+        step = self.position.step
+        if not stop.whole:
+            return MtError(f"{stop.name}: stopped at once in the middle of update {step + 1}, nothing saved; "
+                           f"--resume continues from the last checkpoint", exit_code=stop.exit_status)
+        if not self.world.is_main:
+            return MtError(f"{stop.name}: stopped at step {step}", exit_code=stop.exit_status)
+        return MtError(f"{stop.name}: stopped at step {step}, saved {self.save(None)}; continue with --resume",
+                       exit_code=stop.exit_status)
 
     def batches(self) -> Iterator[list[Batch]]:
         """This process's batches for each update from the current position on, epoch after epoch."""
@@ -299,12 +316,13 @@ class Trainer:
             yield from self.loader(self.step_batches(self.position.epoch)[self.position.batch_index:])
             self.position.epoch, self.position.batch_index = self.position.epoch + 1, 0
 
-    def _time_up(self, started: float) -> bool:
-        """train.max_minutes has passed (on any process's clock: all processes stop at the same update)."""
+    def _agreed_stop(self, started: float, stops: StopSignals) -> tuple[bool, int]:
+        """(train.max_minutes has passed, the stop signal received or 0), on any process: all processes see the
+        same answer, so all stop at the same update."""
         limit = self.config.train.max_minutes
-        if not limit:
-            return False
-        return sum_across(self.world, float(time.perf_counter() - started > 60 * limit), self.device) > 0
+        time_up = bool(limit) and time.perf_counter() - started > 60 * limit
+        time_up, signum = max_across(self.world, [float(time_up), float(stops.received or 0)], self.device)
+        return time_up > 0, int(signum)
 
     def _validate_and_save(self, progress: Progress) -> bool:
         """Validate, checkpoint, report. Returns True when early stopping ends training."""
@@ -333,6 +351,8 @@ class Progress:
                         disable=not (main and log.isEnabledFor(logging.INFO)),  # --quiet: no bar
                         mininterval=0.5 if sys.stderr.isatty() else 30)  # into a log file: a line every 30 s
         self.started, self.tokens, self.smoothed = time.perf_counter(), 0, None
+        self.first_step, self.max_steps, self.max_minutes = step, t.max_steps, t.max_minutes
+        self.estimated = not main  # the time left is told once, at the first log line
 
     def update(self, loss: float, tokens: float) -> None:
         """One update's loss per target token and the global batch's target tokens."""
@@ -345,9 +365,22 @@ class Progress:
 
     def log(self, step: int, lr: float) -> None:
         tok_s = self.tokens_per_second()
+        if not self.estimated:
+            self.estimated = True
+            self._estimate(step, tok_s)
         self.bar.set_postfix(loss=f"{self.smoothed:.3f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:,.0f}")
         if self.training_log is not None:
             self.training_log.write(step, {"loss": self.smoothed, "lr": lr, "tok_s": tok_s})
+
+    def _estimate(self, step: int, tok_s: float) -> None:
+        """The time to max_steps (or max_minutes) at the speed of the updates so far, validations not counted."""
+        elapsed = time.perf_counter() - self.started
+        left = elapsed / (step - self.first_step) * (self.max_steps - step)
+        bound = ""
+        if self.max_minutes and left > 60 * self.max_minutes - elapsed:
+            left, bound = 60 * self.max_minutes - elapsed, " (train.max_minutes)"
+        duration = f"{left:.0f} s" if left < 90 else f"{left / 60:.0f} min"
+        log.info(f"about {duration} to go{bound}, at {tok_s:,.0f} target tokens/s; validations add to it")
 
     def validated(self, step: int, dev: dict, path: Path) -> None:
         log.info(f"step {step}: dev loss {dev['dev_loss']:.3f} ppl {dev['dev_ppl']:.1f} BLEU {dev['dev_bleu']:.2f} "
@@ -367,35 +400,41 @@ def peak_memory_mb() -> float:
 def train(config: Config, resume: bool = False) -> Path:
     """`mt train`: the whole chain for one run directory. Returns the run directory."""
     run_dir = Path(config.train.run_dir)
+    world, device = init_world(resolve_device(config.train.device))
+    try:
+        # the main process writes the run; the others follow it
+        with lock_run_dir(run_dir, "mt train") if world.is_main else contextlib.nullcontext():
+            _train(config, run_dir, resume, world, device)
+    finally:
+        close_world(world)
+    return run_dir
+
+
+def _train(config: Config, run_dir: Path, resume: bool, world: World, device: torch.device) -> None:
     last = checkpoint_dir(run_dir) / "last.pt"
     if last.exists() and not resume:
         raise MtError(f"{run_dir} already holds a run: pass --resume to continue it, "
                       f"or choose another directory with --run-dir")
     if resume and not last.exists():
         raise MtError(f"--resume: no checkpoint at {last}")
-    world, device = init_world(resolve_device(config.train.device))
-    try:
-        torch.manual_seed(config.train.seed)  # the initial weights (DDP then copies rank 0's to all)
-        with main_first(world):  # the main process trains the tokenizer and fills the token cache; others reuse them
-            if world.is_main:
-                checkpoint_dir(run_dir).mkdir(parents=True, exist_ok=True)
-                remove_partial_writes(checkpoint_dir(run_dir))
-            state = load_checkpoint(last) if resume else None
-            tokenizer = (Tokenizer(state["tokenizer"]["src"], state["tokenizer"]["tgt"], config.data.scripts())
-                         if state else None)
-            data = prepare_data(config, run_dir, tokenizer)
+    torch.manual_seed(config.train.seed)  # the initial weights (DDP then copies rank 0's to all)
+    with main_first(world):  # the main process trains the tokenizer and fills the token cache; others reuse them
         if world.is_main:
-            save_config(config, run_dir / "config.yaml")
-        trainer = Trainer(config, data, device, world)
-        if state is not None:
-            trainer.restore(state)
-            log.info(f"resumed from {last} at step {trainer.position.step}")
-        params = sum(p.numel() for p in trainer.model.parameters())
-        processes = f" × {world.size} processes" if world.is_distributed else ""
-        log.info(f"model: {params:,} parameters, {config.model.norm}-LN, on {device}{processes}, "
-                 f"{str(trainer.dtype or torch.float32).removeprefix('torch.')}; "
-                 f"{data.train.padding_ratio():.1%} of batch positions are padding")
-        trainer.fit()
-    finally:
-        close_world(world)
-    return run_dir
+            checkpoint_dir(run_dir).mkdir(parents=True, exist_ok=True)
+            remove_partial_writes(checkpoint_dir(run_dir))
+        state = load_checkpoint(last) if resume else None
+        tokenizer = (Tokenizer(state["tokenizer"]["src"], state["tokenizer"]["tgt"], config.data.scripts())
+                     if state else None)
+        data = prepare_data(config, run_dir, tokenizer)
+    if world.is_main:
+        save_config(config, run_dir / "config.yaml")
+    trainer = Trainer(config, data, device, world)
+    if state is not None:
+        trainer.restore(state)
+        log.info(f"resumed from {last} at step {trainer.position.step}")
+    params = sum(p.numel() for p in trainer.model.parameters())
+    processes = f" × {world.size} processes" if world.is_distributed else ""
+    log.info(f"model: {params:,} parameters, {config.model.norm}-LN, on {device}{processes}, "
+             f"{str(trainer.dtype or torch.float32).removeprefix('torch.')}; "
+             f"{data.train.padding_ratio():.1%} of batch positions are padding")
+    trainer.fit()

@@ -48,7 +48,8 @@ def main() -> None:
     write(work / "tiny.yaml", TINY.format(data=data))
     message, status = mt("train", "-c", "tiny.yaml", cwd=work)
     assert status == 0, message
-    checkpoint = work / "runs" / "tiny" / "checkpoints" / "last.pt"
+    run = work / "runs" / "tiny"
+    checkpoint = run / "checkpoints" / "last.pt"
 
     write(work / "short.zh", "一\n二\n三\n")
     write(work / "short.en", "one\ntwo\n")
@@ -90,11 +91,65 @@ def main() -> None:
         ("output directory missing", ["translate", "--output", "no/such/dir/out.en", "hi"]),
         ("invalid UTF-8 on stdin", ["translate"], b"ok\n\xff\n"),
         ("a 10,000-character line on stdin", ["translate"], ("我爱你。" * 2_500 + "\n").encode()),
+        ("a second training into a run that is training", ["train", "-c", "tiny.yaml", "--resume"], None,
+         lambda: hold(run)),
+        ("a run whose training was killed (its lock left behind)",
+         ["train", "-c", "tiny.yaml", "--resume", "--set", "train.max_steps=12"], None, lambda: hold(run).kill()),
+        ("token cache cut short", ["train", "-c", "tiny.yaml", "--resume", "--set", "train.max_steps=14"], None,
+         lambda: cut_in_three(next((run / "cache").glob("train-*.arrow")))),
+        ("tokenizer file cut short", ["prepare", "-c", "tiny.yaml", "--run-dir", "r5"], None,
+         lambda: write_cut_tokenizer(run / "spm.model", work / "r5")),
+        ("--run-dir of other files", ["train", "-c", "tiny.yaml", "--run-dir", "mine"]),
+        ("export over a file", ["export", "--ctranslate2", "mine/notes.txt", "--checkpoint", str(checkpoint)]),
+        ("plot over a text file", ["plot", "runs/tiny", "-o", "mine/notes.txt"]),
+        ("translations into a directory", ["translate", "-o", "mine", "hi"]),
     ]
+    (work / "mine").mkdir()
+    write(work / "mine" / "notes.txt", "my own notes\n")
     print("| bad input | what `mt` prints | exit status |\n|---|---|---:|")
-    for name, args, *stdin in cases:
-        message, status = mt(*args, cwd=work, stdin=stdin[0] if stdin else None)
+    for name, args, stdin, *setup in (case + (None,) * (3 - len(case)) for case in cases):
+        holder = setup[0]() if setup else None
+        message, status = mt(*args, cwd=work, stdin=stdin)
+        if isinstance(holder, subprocess.Popen):
+            holder.kill()
+            holder.wait()
         print(f"| {name} | `{message.replace('|', '/').replace(str(work) + '/', '')}` | {status} |")
+
+
+HOLD = """import sys, time
+from pathlib import Path
+from mt.run_lock import lock_run_dir
+with lock_run_dir(Path(sys.argv[1]), "mt train"):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+
+
+def hold(run: Path) -> subprocess.Popen:
+    """Another process holding the run's lock, as a training does."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True,
+                              stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert holder.stdout.readline() == "locked\n"
+    return holder
+
+
+def cut_in_three(path: Path) -> None:
+    os.truncate(path, path.stat().st_size // 3)
+
+
+def write_cut_tokenizer(model: Path, run: Path) -> None:
+    """A run directory holding its tokenizer cut short where SentencePiece still loads it (with fewer pieces)."""
+    import sentencepiece as spm
+
+    proto = model.read_bytes()
+    for cut in range(100, len(proto)):
+        try:
+            spm.SentencePieceProcessor(model_proto=proto[:cut])
+        except RuntimeError:
+            continue
+        run.mkdir()
+        write(run / "spm.model", proto[:cut])
+        return
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ fi
 resume=()
 [ -f "$run_dir/checkpoints/last.pt" ] && resume=(--resume)
 
+echo "training 2,400 updates: 27 to 38 minutes on a 2-core CPU (mt says its own estimate after 50 updates)"
 mt train "${configs[@]}" "${resume[@]}"
 echo
 echo '$ mt translate "我爱你"'

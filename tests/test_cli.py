@@ -1,6 +1,8 @@
 """The commands as a user runs them: `python -m mt …` in a fresh directory, end to end on a tiny config."""
 
 import logging
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ from typer.testing import CliRunner
 
 from conftest import SHARED, require_shared, tiny_yaml, write_lines
 from mt.cli import GlobalOptions, app
+from mt.errors import MtError
 
 
 def mt(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -50,6 +53,7 @@ def workdir(corpus_dir, tmp_path_factory) -> Path:
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""  # training has no result to print: its reports are diagnostics, on stderr
     assert "train: 300 pairs, kept 300" in result.stderr and "done: 12 steps" in result.stderr
+    assert " to go, at " in result.stderr  # the time left, estimated at the first log line
     return cwd
 
 
@@ -188,3 +192,60 @@ def test_reports_go_to_stderr_and_quiet_leaves_only_warnings_and_errors(workdir,
     assert averaged.stdout == "" and "averaged step-00000006.pt, step-00000012.pt" in averaged.stderr
     quiet = mt("--quiet", "average", "runs/tiny", "--last", "2", "-o", str(tmp_path / "avg.pt"), cwd=workdir)
     assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == "", quiet.stderr
+
+
+def test_a_damaged_token_cache_is_rebuilt_and_a_damaged_tokenizer_is_refused(workdir, tmp_path):
+    import sentencepiece as spm
+
+    run = tmp_path / "runs" / "tiny"
+    shutil.copytree(workdir / "runs" / "tiny", run)
+    shutil.copy(workdir / "tiny.yaml", tmp_path)
+    cache = next((run / "cache").glob("train-*.arrow"))
+    size = cache.stat().st_size
+    os.truncate(cache, size // 3)  # a disk error, a copy cut short
+    resumed = mt("train", "-c", "tiny.yaml", "--resume", "--set", "train.max_steps=14", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    warnings = [line for line in resumed.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and cache.name in warnings[0] and "rebuilding it from the corpus" in warnings[0]
+    assert cache.stat().st_size == size
+
+    checkpoint = tmp_path / "model.pt"
+    shutil.move(run / "checkpoints" / "last.pt", checkpoint)
+    shutil.rmtree(run / "checkpoints")  # a run that was only prepared, whose tokenizer is then damaged:
+    proto = (run / "spm.model").read_bytes()
+    cut = next(n for n in range(100, len(proto)) if loads(spm, proto[:n]))  # cut where SentencePiece still loads it
+    (run / "spm.model").write_bytes(proto[:cut])
+    assert_one_line_error(mt("train", "-c", "tiny.yaml", cwd=tmp_path), "spm.model", "but tokenizer.vocab_size is 600",
+                          "damaged")
+    (run / "spm.model").write_bytes(proto[:len(proto) // 2])
+    assert_one_line_error(mt("prepare", "-c", "tiny.yaml", cwd=tmp_path), "spm.model: not a SentencePiece model")
+    translated = mt("translate", "--checkpoint", str(checkpoint), "我爱你", cwd=tmp_path)  # its own copy
+    assert translated.returncode == 0 and translated.stdout.count("\n") == 1, translated.stderr
+
+
+def loads(spm, proto: bytes) -> bool:
+    try:
+        spm.SentencePieceProcessor(model_proto=proto)
+        return True
+    except RuntimeError:
+        return False
+
+
+def test_an_output_never_takes_the_place_of_something_of_another_kind(workdir, tmp_path):
+    notes, checkpoint = tmp_path / "notes.txt", workdir / "runs" / "tiny" / "checkpoints" / "last.pt"
+    notes.write_text("mine\n", encoding="utf-8")
+    before = checkpoint.read_bytes()
+    refused = [(["plot", "runs/tiny", "-o", notes], "is a file, not a PNG image"),
+               (["translate", "-o", tmp_path, "我爱你"], "is a directory, not a text file"),
+               (["translate", "--attention", notes, "我爱你"], "is a file, not a PNG image"),
+               (["evaluate", "-o", checkpoint], "is a file, not a text file"),
+               (["average", "runs/tiny", "--last", "1", "-o", notes], "is a file, not a checkpoint"),
+               (["export", "--huggingface", notes], "is a file, not a Hugging Face export of mt"),
+               (["export", "--ctranslate2", tmp_path], "is a directory, not a CTranslate2 export of mt")]
+    for args, words in refused:
+        done = mt_in_process(*map(str, args), cwd=workdir)
+        assert isinstance(done.exception, MtError) and words in str(done.exception), (args, done.output)
+    assert notes.read_text(encoding="utf-8") == "mine\n" and checkpoint.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    translated = mt_in_process("translate", "-o", str(notes), "我爱你", cwd=workdir)  # a translation over a text
+    assert translated.exit_code == 0 and notes.read_text(encoding="utf-8") != "mine\n", translated.output

@@ -159,7 +159,7 @@ def test_an_earlier_export_is_replaced_and_anything_else_is_left_alone(exported,
     export_huggingface(checkpoint, tmp_path / "hf")
     assert not (tmp_path / "hf" / "stale.txt").exists() and (tmp_path / "hf" / "model.safetensors").is_file()
     (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
-    with pytest.raises(MtError, match="exists and is not a Hugging Face export of mt"):
+    with pytest.raises(MtError, match="exists and is a (directory|file), not a Hugging Face export of mt"):
         export_huggingface(checkpoint, tmp_path / "notes.txt")
     assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "notes.txt"]

@@ -7,7 +7,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mt"
 
 LAYERS = [  # bottom up: text → pieces → ids → batches → model → search → text, with the command line on top
     {"errors"},
-    {"atomic", "lines", "console", "distributed", "packing", "training_log", "scoring"},
+    {"atomic", "lines", "console", "distributed", "packing", "training_log", "scoring", "stopping", "run_lock"},
     {"config"},
     {"device", "tokenizer"},
     {"data"},
