@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import typing
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from mt.atomic import CHECKPOINT, PNG, TEXT, atomic_open, check_replaceable
-from mt.config import Device, Engine, ServeConfig
+from mt.config import Device, Engine, Keep, ServeConfig
 from mt.console import setup_logging
 from mt.errors import MtError
 
@@ -36,6 +37,12 @@ DeviceOption = Annotated[Optional[Device], typer.Option(
     "--device", help="auto: cuda when there is a GPU, else cpu (mt train: default train.device).")]
 CheckpointOption = Annotated[Optional[Path], typer.Option(
     "--checkpoint", help="Default: best.pt of the most recently trained run under runs/.")]
+EnsembleOption = Annotated[Optional[list[Path]], typer.Option(
+    "--checkpoint", help="Default: best.pt of the most recently trained run under runs/. Repeat to translate with "
+    "an ensemble of models that share a vocabulary (their log-probabilities averaged at every step).")]
+WeightsOption = Annotated[Optional[list[float]], typer.Option(
+    "--weights", help="With several --checkpoint: each model's weight in the ensemble, in order (repeatable; "
+    "default equal).")]
 EngineOption = Annotated[Engine, typer.Option(
     "--engine", help="mt, or ctranslate2 to use a model made by `mt export --ctranslate2 DIR` "
     "(--checkpoint DIR; default: the latest run's ctranslate2/).")]
@@ -83,11 +90,23 @@ def _load(configs: list[Path], sets: list[str] | None, device: Device | None = N
 @app.command()
 def train(config: ConfigOption, set_: SetOption = None, device: DeviceOption = None,
           resume: Annotated[bool, typer.Option("--resume", help="Continue the run from its last.pt.")] = False,
-          run_dir: RunDirOption = None):
+          run_dir: RunDirOption = None,
+          init_from: Annotated[Optional[Path], typer.Option(
+              "--init-from", help="Start a new run from this checkpoint's weights and tokenizer (fine-tuning); "
+              "with --resume, a run that has checkpoints continues instead.")] = None,
+          keep: Annotated[Optional[list[str]], typer.Option(
+              "--keep", help="With --init-from, also take over the checkpoint's optimizer moments, learning-rate "
+              "schedule (no second warm-up) or data position (repeatable): optimizer, schedule, position.")]
+          = None):
     """Train a model: tokenizer (if missing) → data → Transformer → checkpoints in the run directory."""
     from mt.train import train as run_training
 
-    run_training(_load(config, set_, device, run_dir), resume=resume)
+    if keep and init_from is None:
+        raise MtError("--keep goes with --init-from")
+    for part in keep or ():
+        if part not in typing.get_args(Keep):
+            raise MtError(f"--keep {part}: must be one of {', '.join(typing.get_args(Keep))}")
+    run_training(_load(config, set_, device, run_dir), resume=resume, init_from=init_from, keep=frozenset(keep or ()))
 
 
 @app.command()
@@ -117,8 +136,8 @@ def average(run_dir: Annotated[Path, typer.Argument(help="A run directory (holdi
 def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentences to translate.")] = None,
               input: Annotated[Optional[Path], typer.Option("--input", "-i", help="One sentence per line.")] = None,
               output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None,
-              checkpoint: CheckpointOption = None, device: DeviceOption = "auto", engine: EngineOption = "mt",
-              beam: BeamOption = None, alpha: AlphaOption = None, max_len_a: MaxLenAOption = None,
+              checkpoint: EnsembleOption = None, weights: WeightsOption = None, device: DeviceOption = "auto",
+              engine: EngineOption = "mt", beam: BeamOption = None, alpha: AlphaOption = None, max_len_a: MaxLenAOption = None,
               max_len_b: MaxLenBOption = None, no_repeat_ngram: NoRepeatOption = None, nbest: NbestOption = 1,
               attention: Annotated[Optional[Path], typer.Option(
                   "--attention", help="Draw the cross-attention of the translation of one sentence into this PNG: "
@@ -141,7 +160,7 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
         raise MtError("--attention draws one translation: give one sentence as an argument (engine mt, nbest 1)")
     _check_outputs((output, TEXT), (attention, PNG))
     lines, chunk = _input_lines(text, input)  # first: a missing input file is reported before the model loads
-    translator = load_translator(checkpoint, device, engine)
+    translator = load_translator(checkpoint, device, engine, weights)
     decode = _decode(translator, beam, alpha, max_len_a, max_len_b, no_repeat_ngram, nbest)
     results = translate_stream(lambda lines, first: translator.translate(lines, decode, first), lines, chunk)
     # A progress bar for a person watching the terminal while the translations go to a file or a pipe.
@@ -189,6 +208,11 @@ def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")])
     averaged = f" (average of {', '.join(state['averaged'])})" if "averaged" in state else ""
     print(f"checkpoint: {checkpoint}{averaged}")
     print(f"step: {state.get('step', 0):,}")
+    started = state.get("init_from")
+    while started:  # fine-tuned from a checkpoint, itself perhaps fine-tuned from another
+        kept = f", keeping its {', '.join(started['kept'])}" if started["kept"] else ""
+        print(f"started from: {started['checkpoint']} (step {started['step']:,}){kept}")
+        started = started.get("from")
     print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
     print(f"vocabulary: {vocab} (hash {state['tokenizer']['vocab_hash']})")
     if "dev_bleu" in dev:
@@ -231,7 +255,7 @@ def _input_lines(text: list[str] | None, input: Path | None):
 
 
 @app.command()
-def evaluate(checkpoint: CheckpointOption = None,
+def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
              config: Annotated[Optional[list[Path]], typer.Option(
                  "--config", "-c", help="Take the test set from this config instead of the checkpoint's.")] = None,
              set_: SetOption = None,
@@ -258,7 +282,7 @@ def evaluate(checkpoint: CheckpointOption = None,
     from mt.evaluate import evaluate as evaluate_test_set, read_test_files, read_test_set
     from mt.translate import load_translator
 
-    translator = load_translator(checkpoint, device)
+    translator = load_translator(checkpoint, device, weights=weights)
     if src is not None:
         sources, references = read_test_files(src, ref)
     else:

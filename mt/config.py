@@ -28,6 +28,7 @@ Script = Literal["simplified", "traditional", "keep"]
 Device = Literal["auto", "cpu", "cuda"]  # auto: cuda when there is a GPU, else cpu
 Engine = Literal["mt", "ctranslate2"]  # what translates: mt's own search, or a CTranslate2 export of the model
 Precision = Literal["auto", "fp32", "bf16", "fp16"]  # auto: bf16 on a CUDA GPU that has it, else fp32
+Keep = Literal["optimizer", "schedule", "position"]  # what a run started from another's weights also takes over
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]  # torch.compile's
 
 
@@ -57,6 +58,9 @@ class TokenizerConfig:
     character_coverage: float = 0.9995
     byte_fallback: bool = True  # unknown characters become UTF-8 byte pieces instead of <unk>
     sample_size: int = 300_000  # pairs drawn at random from the training corpus to learn the pieces from
+    # Subword regularisation (BPE-dropout, Provilkov et al. 2020): each epoch, training pairs are segmented anew,
+    # each merge skipped with this probability (0: off). Validation and translation always use the best one.
+    sampling_alpha: float = 0.0
 
 
 @dataclass
@@ -286,6 +290,7 @@ def validate(config: Config) -> None:
         (m.init_std >= 0, "model.init_std", "must be 0 (Glorot) or positive"),
         (k.vocab_size >= 16, "tokenizer.vocab_size", "must be at least 16"),
         (0.0 < k.character_coverage <= 1.0, "tokenizer.character_coverage", "must be in (0, 1]"),
+        (0.0 <= k.sampling_alpha < 1.0, "tokenizer.sampling_alpha", "must be in [0, 1)"),
         (d.max_len > 0, "data.max_len", "must be positive"),
         (d.max_len <= m.max_positions, "data.max_len", f"must not exceed model.max_positions ({m.max_positions})"),
         (t.max_steps > 0, "train.max_steps", "must be positive"),

@@ -20,7 +20,7 @@ from datasets.table import InMemoryTable
 from mt.config import CorpusConfig, DataConfig
 from mt.errors import MtError
 from mt.lines import read_lines, read_text_column
-from mt.tokenizer import Tokenizer
+from mt.tokenizer import Sampling, Tokenizer
 
 log = logging.getLogger(__name__)
 datasets.disable_progress_bars()
@@ -132,17 +132,20 @@ class TrainingMixture:
         return np.concatenate([np.tile(rows + offset, repeat)
                                for rows, offset, repeat in zip(kept, offsets, self.repeats)])
 
-    def encode(self, tokenizer: Tokenizer, cache_dir: Path, max_len: int) -> tuple[datasets.Dataset, np.ndarray]:
-        """Token ids of all corpora (each cached on its own) and the epoch's rows without the filtered pairs."""
-        encoded = [encode_corpus(part, tokenizer, cache_dir, "train" if i == 0 else f"train{i}")
+    def encode(self, tokenizer: Tokenizer, cache_dir: Path, max_len: int,
+               sampling: Sampling | None = None) -> tuple[datasets.Dataset, np.ndarray]:
+        """Token ids of all corpora (each cached on its own) and the epoch's rows without the filtered pairs;
+        with `sampling`, one sampled segmentation of them (reported at debug level: one per epoch)."""
+        encoded = [encode_corpus(part, tokenizer, cache_dir, ("train" if i == 0 else f"train{i}")
+                                 + ("-sampled" if sampling else ""), sampling)
                    for i, part in enumerate(self.parts)]
         kept = []
         for name, part in zip(self.names, encoded):
             rows, report = filter_pairs(part, max_len, name)
             kept.append(rows)
-            log.info(report)
+            log.log(logging.DEBUG if sampling else logging.INFO, report)
         rows = self.epoch_rows(kept)
-        if len(encoded) > 1:
+        if len(encoded) > 1 and not sampling:
             log.info(f"training mixture: {len(rows):,} pairs per epoch (" + ", ".join(
                 f"{name} {len(k):,}×{r}" for name, k, r in zip(self.names, kept, self.repeats)) + ")")
         return (encoded[0] if len(encoded) == 1 else datasets.concatenate_datasets(encoded)), rows
@@ -169,17 +172,22 @@ def tokenizer_sample(pairs: datasets.Dataset, rows: np.ndarray, size: int, seed:
     return table.column("src").to_pylist(), table.column("tgt").to_pylist()
 
 
-def encode_corpus(pairs: datasets.Dataset, tokenizer: Tokenizer, cache_dir: Path, name: str) -> datasets.Dataset:
+def encode_corpus(pairs: datasets.Dataset, tokenizer: Tokenizer, cache_dir: Path, name: str,
+                  sampling: Sampling | None = None) -> datasets.Dataset:
     """Add `src_ids`, `tgt_ids` and their lengths via `datasets.map`, cached in the run directory.
 
-    The cache file name hashes the texts' fingerprint, the vocabulary and the script conversion, so a changed
-    corpus or tokenizer never reuses stale ids.
+    The cache file name hashes the texts' fingerprint, the vocabulary, the script conversion and the sampling, so
+    a changed corpus or tokenizer never reuses stale ids. With `sampling`, each batch of 2,000 pairs is segmented
+    with a seed of its own drawn from sampling.seed, so the ids are the same however many processes map them.
     """
-    key = hashlib.sha256(f"{pairs._fingerprint}-{tokenizer.vocab_hash}-{tokenizer.scripts}".encode()).hexdigest()[:16]
+    sampled = f"-{sampling}" if sampling else ""  # the best segmentation keeps the keys of earlier versions
+    key = hashlib.sha256(f"{pairs._fingerprint}-{tokenizer.vocab_hash}-{tokenizer.scripts}{sampled}".encode()
+                         ).hexdigest()[:16]
     cache_dir.mkdir(parents=True, exist_ok=True)
 
-    def encode(batch: dict) -> dict:
-        src, tgt = tokenizer.encode_src(batch["src"]), tokenizer.encode_tgt(batch["tgt"])
+    def encode(batch: dict, indices: list[int]) -> dict:
+        src = tokenizer.encode_src(batch["src"], _batch_sampling(sampling, indices[0], 0))
+        tgt = tokenizer.encode_tgt(batch["tgt"], _batch_sampling(sampling, indices[0], 1))
         return {"src_ids": src, "tgt_ids": tgt,
                 "src_len": [len(s) for s in src], "tgt_len": [len(t) for t in tgt]}
 
@@ -187,7 +195,7 @@ def encode_corpus(pairs: datasets.Dataset, tokenizer: Tokenizer, cache_dir: Path
     cache_file = cache_dir / f"{name}-{key}.arrow"
 
     def encoded() -> datasets.Dataset:
-        return pairs.map(encode, batched=True, batch_size=2000, cache_file_name=str(cache_file),
+        return pairs.map(encode, batched=True, batch_size=2000, with_indices=True, cache_file_name=str(cache_file),
                          new_fingerprint=key, load_from_cache_file=True, num_proc=processes)
 
     try:
@@ -204,6 +212,13 @@ def encode_corpus(pairs: datasets.Dataset, tokenizer: Tokenizer, cache_dir: Path
 
 def _first_line(error: Exception) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def _batch_sampling(sampling: Sampling | None, first_row: int, side: int) -> Sampling | None:
+    """The sampling of one side of the batch starting at `first_row`: its own seed, drawn from sampling.seed."""
+    if sampling is None:
+        return None
+    return Sampling(sampling.alpha, int(np.random.SeedSequence([sampling.seed, first_row, side]).generate_state(1)[0]))
 
 
 def lengths(encoded: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:

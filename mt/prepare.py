@@ -10,17 +10,19 @@ from __future__ import annotations
 import logging
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
+import numpy as np
 
 from mt.batching import TrainBatches
 from mt.config import Config
 from mt.data import TrainingMixture, encode_corpus, filter_pairs, lengths, read_corpus, tokenizer_sample
 from mt.errors import MtError
 from mt.run_lock import lock_run_dir
-from mt.tokenizer import Tokenizer, tokenizer_files, train_tokenizer
+from mt.tokenizer import Sampling, Tokenizer, tokenizer_files, train_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +30,13 @@ log = logging.getLogger(__name__)
 @dataclass
 class PreparedData:
     tokenizer: Tokenizer
-    train: TrainBatches
+    train: TrainBatches  # the training batches of the best segmentation
     dev: datasets.Dataset  # encoded and filtered dev pairs, texts included
+    resample: Callable[[int], TrainBatches] | None = None  # subword regularisation: an epoch's own segmentation
+
+    def train_batches(self, epoch: int) -> TrainBatches:
+        """The training batches of an epoch: segmented anew for it with subword regularisation, else the same."""
+        return self.train if self.resample is None else self.resample(epoch)
 
 
 def prepare_tokenizer(config: Config, run_dir: Path, mixture: TrainingMixture) -> Tokenizer:
@@ -74,9 +81,25 @@ def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> 
     dev_rows, report = filter_pairs(dev_encoded, data.max_len, "dev")
     log.info(report)
     t = config.train
-    train = TrainBatches(train_encoded.select_columns(["src_ids", "tgt_ids"]), *lengths(train_encoded), train_rows,
-                         t.max_tokens, t.seed, t.length_buckets)
-    return PreparedData(tokenizer, train, dev_encoded.select(dev_rows))
+
+    def batches(encoded: datasets.Dataset, rows: np.ndarray) -> TrainBatches:
+        return TrainBatches(encoded.select_columns(["src_ids", "tgt_ids"]), *lengths(encoded), rows, t.max_tokens,
+                            t.seed, t.length_buckets)
+
+    def resample(epoch: int) -> TrainBatches:
+        """The training pairs segmented with BPE-dropout, one draw per (seed, epoch), cached until the next."""
+        seed = int(np.random.SeedSequence([t.seed, epoch]).generate_state(1)[0])
+        start = time.perf_counter()
+        encoded, rows = mixture.encode(tokenizer, cache, data.max_len, Sampling(config.tokenizer.sampling_alpha, seed))
+        current = {Path(f["filename"]).name for f in encoded.cache_files}
+        for other in cache.glob("train*-sampled-*.arrow"):  # earlier epochs' segmentations
+            if other.name not in current:
+                other.unlink()
+        log.debug(f"epoch {epoch}: {len(rows):,} pairs segmented anew in {time.perf_counter() - start:.1f}s")
+        return batches(encoded, rows)
+
+    return PreparedData(tokenizer, batches(train_encoded, train_rows), dev_encoded.select(dev_rows),
+                        resample if config.tokenizer.sampling_alpha else None)
 
 
 def prepare(config: Config) -> PreparedData:

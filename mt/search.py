@@ -30,13 +30,35 @@ class Hypothesis:
     score: float       # log-probability (EOS included) / length_penalty(length with EOS, alpha)
 
 
-class Searcher:
-    """mt's own engine: a model on a device, translating sources (ids) in length-sorted batches. On the CPU,
-    the decoder's steps multiply by weights packed for their size (mt/packing.py), kept from batch to batch."""
+@dataclass
+class Ensemble:
+    """Models that share one vocabulary, decoded as one: at every step, the next token's log-probability is the
+    weighted mean of theirs (log-linear, as Marian's --weights). A model alone is an ensemble of one, weight 1."""
 
-    def __init__(self, model: Transformer, device: torch.device):
-        self.model, self.device = model, device
+    models: list[Transformer]
+    weights: list[float]  # summing to 1
+
+    @classmethod
+    def of(cls, model: Transformer | Ensemble) -> Ensemble:
+        return model if isinstance(model, Ensemble) else cls([model], [1.0])
+
+    @property
+    def max_positions(self) -> int:
+        return min(model.config.max_positions for model in self.models)
+
+
+class Searcher:
+    """mt's own engine: a model (or an ensemble) on a device, translating sources (ids) in length-sorted batches.
+    On the CPU, the decoder's steps multiply by weights packed for their size (mt/packing.py), kept from batch
+    to batch."""
+
+    def __init__(self, model: Transformer | Ensemble, device: torch.device):
+        self.ensemble, self.device = Ensemble.of(model), device
         self.packed = PackedWeights()
+
+    @property
+    def models(self) -> list[Transformer]:
+        return self.ensemble.models
 
     def search(self, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
         """The decode.nbest best outputs of each source, best first, in input order. Sources are sorted by
@@ -44,10 +66,11 @@ class Searcher:
         found: list[list[Hypothesis]] = [[] for _ in src_ids]
         for batch in source_batches(src_ids, decode.max_tokens):
             src = pad_ids([src_ids[i] for i in batch]).to(self.device)                            # [B, S]
-            limits = [output_limit(decode, len(src_ids[i]), self.model.config.max_positions) for i in batch]
+            limits = [output_limit(decode, len(src_ids[i]), self.ensemble.max_positions) for i in batch]
             # Each decoder step has B·beam rows (fewer once a beam search sentence is done)
-            with self.packed.applied([self.model.decoder, self.model.generator], len(batch) * decode.beam_size):
-                hypotheses = search_batch(self.model, src, torch.tensor(limits, device=self.device), decode)
+            steps = [module for model in self.models for module in (model.decoder, model.generator)]
+            with self.packed.applied(steps, len(batch) * decode.beam_size):
+                hypotheses = search_batch(self.ensemble, src, torch.tensor(limits, device=self.device), decode)
             for i, hyps in zip(batch, hypotheses):
                 found[i] = hyps
         return found
@@ -58,7 +81,8 @@ def output_limit(decode: DecodeConfig, src_len: int, max_positions: int) -> int:
     return min(int(decode.max_len_a * src_len + decode.max_len_b), max_positions - 1)
 
 
-def search_batch(model: Transformer, src: Tensor, max_len: Tensor, decode: DecodeConfig) -> list[list[Hypothesis]]:
+def search_batch(model: Transformer | Ensemble, src: Tensor, max_len: Tensor,
+                 decode: DecodeConfig) -> list[list[Hypothesis]]:
     """src [B,S], max_len [B] → the decode.nbest best outputs of each sentence, greedy when decode.beam_size is 1."""
     options = {"alpha": decode.alpha, "min_len": decode.min_len, "no_repeat_ngram_size": decode.no_repeat_ngram_size}
     if decode.beam_size == 1:
@@ -67,29 +91,26 @@ def search_batch(model: Transformer, src: Tensor, max_len: Tensor, decode: Decod
 
 
 class StepDecoder:
-    """Next-token log-probabilities for a batch of prefixes, with or without the incremental cache.
+    """Next-token log-probabilities for a batch of prefixes of the sources src [B,S], from a model or the weighted
+    mean of an ensemble's (each model with its own memory and cache), with the search's constraints applied.
 
-    With `beams` K, the prefixes come in groups of K per sentence of memory [B,S,D]: the cache lets each
-    group share its sentence's memory row; the full recomputation copies each row K times.
+    With `beams` K, the prefixes come in groups of K per sentence.
     """
 
-    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool, max_len: int,
-                 min_len: int = 0, no_repeat_ngram_size: int = 0, beams: int = 1):
-        self.cache = DecoderCache(model, memory, src_mask, beams, capacity=max_len) if use_cache else None
-        if not use_cache and beams > 1:
-            rows = torch.arange(memory.size(0), device=memory.device).repeat_interleave(beams)
-            memory, src_mask = memory.index_select(0, rows), src_mask.index_select(0, rows)  # [B·K,S,D]
-        # memory and src_mask are read by the full recomputation only: the cache keeps its own
-        self.model, self.memory, self.src_mask, self.min_len = model, memory, src_mask, min_len
-        self.no_repeat_ngram_size, self.beams = no_repeat_ngram_size, beams
+    def __init__(self, model: Transformer | Ensemble, src: Tensor, use_cache: bool, max_len: int, min_len: int = 0,
+                 no_repeat_ngram_size: int = 0, beams: int = 1):
+        ensemble = Ensemble.of(model)
+        src_mask = make_pad_mask(src, PAD)                                                        # [B,1,1,S]
+        self.members = [ModelStep(m, m.encode(src, src_mask), src_mask, use_cache, max_len, beams)
+                        for m in ensemble.models]
+        self.weights, self.min_len, self.no_repeat_ngram_size = ensemble.weights, min_len, no_repeat_ngram_size
 
     def log_probs(self, prefixes: Tensor) -> Tensor:
         """prefixes [N, t] (BOS first) → log-probabilities of the next token [N, V]."""
-        if self.cache is not None:  # only the newest token goes through the decoder
-            hidden = self.cache.step(prefixes[:, -1:])
-        else:
-            hidden, _ = self.model.decode(prefixes, self.memory, self.src_mask, make_tgt_mask(prefixes, PAD))
-        log_probs = self.model.generator(hidden[:, -1]).float().log_softmax(dim=-1)
+        if len(self.members) == 1:  # a model alone: its own log-probabilities, untouched
+            log_probs = self.members[0].log_probs(prefixes)
+        else:  # each member once: a step appends to its cache
+            log_probs = sum(w * member.log_probs(prefixes) for w, member in zip(self.weights, self.members))
         log_probs[:, [PAD, BOS]] = float("-inf")  # never outputs
         if prefixes.size(1) <= self.min_len:  # fewer than min_len tokens so far (BOS aside): no EOS yet
             log_probs[:, EOS] = float("-inf")
@@ -100,6 +121,35 @@ class StepDecoder:
     def select(self, rows: Tensor, same_sentences: bool) -> None:
         """Keep rows `rows` of the batch, in that order (beam search reorders its hypotheses). With
         `same_sentences`, each row stays among its sentence's rows, so the memory rows need no reordering."""
+        for member in self.members:
+            member.select(rows, same_sentences)
+
+
+class ModelStep:
+    """One model's next-token log-probabilities, with or without the incremental cache.
+
+    With `beams` K, the cache lets each group of K prefixes share its sentence's memory row [B,S,D]; the full
+    recomputation copies each row K times.
+    """
+
+    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool, max_len: int,
+                 beams: int):
+        self.cache = DecoderCache(model, memory, src_mask, beams, capacity=max_len) if use_cache else None
+        if not use_cache and beams > 1:
+            rows = torch.arange(memory.size(0), device=memory.device).repeat_interleave(beams)
+            memory, src_mask = memory.index_select(0, rows), src_mask.index_select(0, rows)  # [B·K,S,D]
+        # memory and src_mask are read by the full recomputation only: the cache keeps its own
+        self.model, self.memory, self.src_mask, self.beams = model, memory, src_mask, beams
+
+    def log_probs(self, prefixes: Tensor) -> Tensor:
+        """prefixes [N, t] (BOS first) → the model's log-probabilities of the next token [N, V]."""
+        if self.cache is not None:  # only the newest token goes through the decoder
+            hidden = self.cache.step(prefixes[:, -1:])
+        else:
+            hidden, _ = self.model.decode(prefixes, self.memory, self.src_mask, make_tgt_mask(prefixes, PAD))
+        return self.model.generator(hidden[:, -1]).float().log_softmax(dim=-1)
+
+    def select(self, rows: Tensor, same_sentences: bool) -> None:
         if self.cache is not None:  # one memory row per group of beams: the group's sentence
             self.cache.select(rows, None if same_sentences else rows.view(-1, self.beams)[:, 0] // self.beams)
         elif not same_sentences:
@@ -119,13 +169,11 @@ def block_repeated_ngrams(log_probs: Tensor, tokens: Tensor, n: int) -> None:
 
 
 @torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
-def greedy_search(model: Transformer, src: Tensor, max_len: Tensor, use_cache: bool = True, alpha: float = 0.0,
-                  min_len: int = 0, no_repeat_ngram_size: int = 0) -> list[Hypothesis]:
+def greedy_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, use_cache: bool = True,
+                  alpha: float = 0.0, min_len: int = 0, no_repeat_ngram_size: int = 0) -> list[Hypothesis]:
     """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step.
     alpha only scores the output (see the module's docstring), as beam search would score it."""
-    src_mask = make_pad_mask(src, PAD)                                      # [B,1,1,S]
-    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache, int(max_len.max()), min_len,
-                          no_repeat_ngram_size)
+    decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size)
     batch = src.size(0)
     ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
     log_prob = torch.zeros(batch, device=src.device)
@@ -152,7 +200,7 @@ def length_penalty(length: int, alpha: float) -> float:
 
 
 @torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
-def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int, alpha: float = 0.0,
+def beam_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, beam_size: int, alpha: float = 0.0,
                 nbest: int = 1, use_cache: bool = True, min_len: int = 0,
                 no_repeat_ngram_size: int = 0) -> list[list[Hypothesis]]:
     """Batched beam search: B sentences × K beams decoded together. Returns the `nbest` best outputs per
@@ -163,9 +211,7 @@ def beam_search(model: Transformer, src: Tensor, max_len: Tensor, beam_size: int
     """
     batch, k = src.size(0), beam_size
     device = src.device
-    src_mask = make_pad_mask(src, PAD)
-    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache, int(max_len.max()), min_len,
-                          no_repeat_ngram_size, beams=k)
+    decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size, beams=k)
     ys = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)          # [B*K, t]
     scores = torch.full((batch, k), float("-inf"), device=device)
     scores[:, 0] = 0.0                                                              # one live beam at first

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import opencc
@@ -27,6 +28,23 @@ SRC_FILE, TGT_FILE = "spm.src.model", "spm.tgt.model"
 
 
 OPENCC = {"simplified": "t2s", "traditional": "s2t"}  # OpenCC's conversions into each script
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """A sampled segmentation (BPE-dropout): each merge is skipped with probability `alpha`; the same `seed`
+    gives the same pieces."""
+
+    alpha: float
+    seed: int
+
+
+def _encode(processor: spm.SentencePieceProcessor, texts: list[str], sampling: Sampling | None) -> list[list[int]]:
+    if sampling is None:
+        return processor.encode(texts)
+    # SentencePiece draws from a generator it seeds per encoding thread; one thread, seeded first, repeats
+    spm.set_random_generator_seed(sampling.seed)
+    return processor.encode(texts, enable_sampling=True, alpha=sampling.alpha, nbest_size=-1, num_threads=1)
 
 
 class Tokenizer:
@@ -64,11 +82,11 @@ class Tokenizer:
             digest.update(self.tgt_proto)
         return digest.hexdigest()[:16]
 
-    def encode_src(self, texts: list[str]) -> list[list[int]]:
-        return [ids + [EOS] for ids in self.src.encode(self.normalize_src(texts))]
+    def encode_src(self, texts: list[str], sampling: Sampling | None = None) -> list[list[int]]:
+        return [ids + [EOS] for ids in _encode(self.src, self.normalize_src(texts), sampling)]
 
-    def encode_tgt(self, texts: list[str]) -> list[list[int]]:
-        return [[BOS] + ids + [EOS] for ids in self.tgt.encode(self.normalize_tgt(texts))]
+    def encode_tgt(self, texts: list[str], sampling: Sampling | None = None) -> list[list[int]]:
+        return [[BOS] + ids + [EOS] for ids in _encode(self.tgt, self.normalize_tgt(texts), sampling)]
 
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
         return self.tgt.decode([[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids])  # UNK shows as ⁇

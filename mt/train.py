@@ -27,7 +27,7 @@ from tqdm import tqdm
 from mt.atomic import link_atomic, remove_partial_writes
 from mt.batching import Batch, TrainBatches, make_batch, token_batches
 from mt.checkpoint import checkpoint_dir, load_checkpoint, prune_step_checkpoints, save_checkpoint, tokenizer_state
-from mt.config import Config, Precision, TrainConfig, config_to_dict, save_config
+from mt.config import Config, Keep, Precision, TrainConfig, config_from_dict, config_to_dict, save_config
 from mt.data import lengths
 from mt.device import resolve_device
 from mt.distributed import World, close_world, gather_objects, init_world, main_first, max_across, sum_across
@@ -109,6 +109,7 @@ class Trainer:
         self.dtype = autocast_dtype(t.precision, device)
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.dtype == torch.float16)
         self.position = Position()
+        self.init_from: dict | None = None  # where the weights came from, when not from a random start
         self.skipped_in_a_row = 0
         self.run_dir = Path(t.run_dir)
         self.searcher = Searcher(self.model, device)  # validation's greedy translations
@@ -170,14 +171,14 @@ class Trainer:
                           f"at step {self.position.step}; lower train.lr_scale, set train.clip_grad_norm, "
                           f"or use train.precision bf16 or fp32", exit_code=1)
 
-    def step_batches(self, epoch: int) -> list[list[np.ndarray]]:
+    def step_batches(self, train: TrainBatches, epoch: int) -> list[list[np.ndarray]]:
         """The epoch's batches grouped by update: for each, this process's `accum_steps` batches.
 
         Update s of the epoch uses the global batches s·k·W … s·k·W + k·W − 1 (k accumulated, W processes);
         process r takes every W-th of them from r. An epoch's last few batches that fill no update are dropped.
         """
         k, size, rank = self.config.train.accum_steps, self.world.size, self.world.rank
-        batches = self.data.train.epoch(epoch)
+        batches = train.epoch(epoch)
         per_update = k * size
         if len(batches) < per_update:
             raise MtError(f"train.accum_steps × processes = {per_update} batches per update, but an epoch has "
@@ -185,9 +186,9 @@ class Trainer:
         return [[batches[s * per_update + j * size + rank] for j in range(k)]
                 for s in range(len(batches) // per_update)]
 
-    def loader(self, steps: list[list[np.ndarray]]) -> torch.utils.data.DataLoader:
+    def loader(self, train: TrainBatches, steps: list[list[np.ndarray]]) -> torch.utils.data.DataLoader:
         workers = self.config.train.num_workers
-        return torch.utils.data.DataLoader(StepBatches(self.data.train, steps), batch_size=None, num_workers=workers,
+        return torch.utils.data.DataLoader(StepBatches(train, steps), batch_size=None, num_workers=workers,
                                            prefetch_factor=4 if workers else None,
                                            pin_memory=self.device.type == "cuda")
 
@@ -230,7 +231,8 @@ class Trainer:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
                 **dataclasses.asdict(p), "world_size": self.world.size,
-                "config": config_to_dict(self.config), "tokenizer": tokenizer_state(self.data.tokenizer)}
+                "config": config_to_dict(self.config), "tokenizer": tokenizer_state(self.data.tokenizer),
+                **({"init_from": self.init_from} if self.init_from else {})}
 
     def save(self, dev: dict | None) -> Path:
         """step-N.pt, then last.pt (and best.pt when dev BLEU improved) as hard links to it. Main process only."""
@@ -259,6 +261,28 @@ class Trainer:
         if "scaler" in state:  # checkpoints of earlier versions have none, nor every Position field
             self.scaler.load_state_dict(state["scaler"])
         self.position = Position(**{f.name: state[f.name] for f in dataclasses.fields(Position) if f.name in state})
+        self.init_from = state.get("init_from")
+
+    def start_from(self, state: dict, path: Path, keep: frozenset[Keep]) -> None:
+        """A new run from another run's weights (fine-tuning). Its optimizer's moments, its learning-rate
+        schedule and its place in the data are fresh unless `keep` names them."""
+        self.model.load_state_dict(state["model"])
+        missing = [part for part, key in (("optimizer", "optimizer"), ("schedule", "scheduler")) if part in keep
+                   and key not in state]
+        if missing:
+            raise MtError(f"--init-from {path}: has no {missing[0]} state to keep (an average of checkpoints?)")
+        if "optimizer" in keep:  # the moments; the learning rate and betas stay this config's
+            fresh = self.optimizer.state_dict()
+            self.optimizer.load_state_dict({**fresh, "state": state["optimizer"]["state"]})
+        if "schedule" in keep:  # no second warm-up: the rate goes on from the checkpoint's update count
+            self.scheduler.load_state_dict(state["scheduler"])
+            for group, lr in zip(self.optimizer.param_groups, self.scheduler.get_last_lr()):
+                group["lr"] = lr
+        if "position" in keep:  # the same data order, from where it stood (the update count goes on too)
+            self.position = Position(step=state.get("step", 0), epoch=state.get("epoch", 0),
+                                     batch_index=state.get("batch_index", 0))
+        self.init_from = {"checkpoint": str(Path(path).resolve()), "step": state.get("step", 0), "kept": sorted(keep),
+                          **({"from": state["init_from"]} if "init_from" in state else {})}
 
     # ------------------------------------------------------------ the loop
 
@@ -313,8 +337,11 @@ class Trainer:
     def batches(self) -> Iterator[list[Batch]]:
         """This process's batches for each update from the current position on, epoch after epoch."""
         while True:
-            yield from self.loader(self.step_batches(self.position.epoch)[self.position.batch_index:])
-            self.position.epoch, self.position.batch_index = self.position.epoch + 1, 0
+            epoch = self.position.epoch
+            with main_first(self.world):  # with subword regularisation, the main process segments the epoch
+                train = self.data.train_batches(epoch)
+            yield from self.loader(train, self.step_batches(train, epoch)[self.position.batch_index:])
+            self.position.epoch, self.position.batch_index = epoch + 1, 0
 
     def _agreed_stop(self, started: float, stops: StopSignals) -> tuple[bool, int]:
         """(train.max_minutes has passed, the stop signal received or 0), on any process: all processes see the
@@ -397,34 +424,47 @@ def peak_memory_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def train(config: Config, resume: bool = False) -> Path:
-    """`mt train`: the whole chain for one run directory. Returns the run directory."""
+def train(config: Config, resume: bool = False, init_from: Path | None = None,
+          keep: frozenset[Keep] = frozenset()) -> Path:
+    """`mt train`: the whole chain for one run directory. Returns the run directory.
+
+    init_from: a checkpoint whose weights (and tokenizer) a new run starts from, with what `keep` names of its
+    training state; with `resume`, a run that has checkpoints continues instead.
+    """
     run_dir = Path(config.train.run_dir)
     world, device = init_world(resolve_device(config.train.device))
     try:
         # the main process writes the run; the others follow it
         with lock_run_dir(run_dir, "mt train") if world.is_main else contextlib.nullcontext():
-            _train(config, run_dir, resume, world, device)
+            _train(config, run_dir, resume, init_from, keep, world, device)
     finally:
         close_world(world)
     return run_dir
 
 
-def _train(config: Config, run_dir: Path, resume: bool, world: World, device: torch.device) -> None:
+def _train(config: Config, run_dir: Path, resume: bool, init_from: Path | None, keep: frozenset[Keep],
+           world: World, device: torch.device) -> None:
     last = checkpoint_dir(run_dir) / "last.pt"
     if last.exists() and not resume:
         raise MtError(f"{run_dir} already holds a run: pass --resume to continue it, "
                       f"or choose another directory with --run-dir")
-    if resume and not last.exists():
+    if resume and not last.exists() and init_from is None:
         raise MtError(f"--resume: no checkpoint at {last}")
     torch.manual_seed(config.train.seed)  # the initial weights (DDP then copies rank 0's to all)
     with main_first(world):  # the main process trains the tokenizer and fills the token cache; others reuse them
         if world.is_main:
             checkpoint_dir(run_dir).mkdir(parents=True, exist_ok=True)
             remove_partial_writes(checkpoint_dir(run_dir))
-        state = load_checkpoint(last) if resume else None
-        tokenizer = (Tokenizer(state["tokenizer"]["src"], state["tokenizer"]["tgt"], config.data.scripts())
-                     if state else None)
+        state = load_checkpoint(last) if last.exists() else None
+        start = load_checkpoint(init_from) if state is None and init_from is not None else None
+        tokenizer = None
+        if state or start:
+            saved = (state or start)["tokenizer"]
+            tokenizer = Tokenizer(saved["src"], saved["tgt"], config.data.scripts())
+        if start is not None:
+            check_fits(start, init_from, config, tokenizer, run_dir)
+            if world.is_main:
+                tokenizer.save(run_dir)  # the run's own copy, as a run that trained its tokenizer has
         data = prepare_data(config, run_dir, tokenizer)
     if world.is_main:
         save_config(config, run_dir / "config.yaml")
@@ -432,9 +472,40 @@ def _train(config: Config, run_dir: Path, resume: bool, world: World, device: to
     if state is not None:
         trainer.restore(state)
         log.info(f"resumed from {last} at step {trainer.position.step}")
+    elif start is not None:
+        trainer.start_from(start, init_from, keep)
+        kept = f", keeping its {', '.join(sorted(keep))}" if keep else ""
+        log.info(f"started from the weights of {init_from} (step {start.get('step', 0)}){kept}")
     params = sum(p.numel() for p in trainer.model.parameters())
     processes = f" × {world.size} processes" if world.is_distributed else ""
     log.info(f"model: {params:,} parameters, {config.model.norm}-LN, on {device}{processes}, "
              f"{str(trainer.dtype or torch.float32).removeprefix('torch.')}; "
              f"{data.train.padding_ratio():.1%} of batch positions are padding")
     trainer.fit()
+
+
+# Model keys a fine-tuning run may change: they shape no weight.
+TUNABLE_MODEL_KEYS = {"dropout", "init_std"}
+
+
+def check_fits(start: dict, path: Path, config: Config, tokenizer: Tokenizer, run_dir: Path) -> None:
+    """A run started from a checkpoint's weights keeps its model's shape, its tokenizer and its script conversion;
+    refuse a config that differs, naming the key."""
+    theirs = config_from_dict(start["config"], source=str(path))
+    for field in dataclasses.fields(config.model):
+        mine, their = getattr(config.model, field.name), getattr(theirs.model, field.name)
+        if field.name not in TUNABLE_MODEL_KEYS and mine != their:
+            raise MtError(f"--init-from {path}: config key model.{field.name} is {mine!r} here but {their!r} in the "
+                          f"checkpoint; a run started from its weights keeps its model's shape")
+    sizes = {tokenizer.src_vocab_size, tokenizer.tgt_vocab_size}
+    if sizes != {config.tokenizer.vocab_size} or tokenizer.joint != config.tokenizer.joint:
+        raise MtError(f"--init-from {path}: config keys tokenizer.vocab_size/joint are "
+                      f"{config.tokenizer.vocab_size}/{config.tokenizer.joint} here but the checkpoint's tokenizer "
+                      f"has {'/'.join(map(str, sorted(sizes)))} pieces/{tokenizer.joint}; the run uses its tokenizer")
+    if config.data.scripts() != theirs.data.scripts():
+        raise MtError(f"--init-from {path}: config key data.chinese_script is {config.data.chinese_script!r} here "
+                      f"but {theirs.data.chinese_script!r} in the checkpoint; its tokenizer learned that script")
+    own = Tokenizer.load(run_dir, config.data.scripts())
+    if own is not None and own.vocab_hash != tokenizer.vocab_hash:
+        raise MtError(f"--init-from {path}: {run_dir} already has a tokenizer of its own, not the checkpoint's; "
+                      f"choose a new --run-dir")

@@ -18,7 +18,7 @@ from mt.checkpoint import default_checkpoint, load_model, training_facts
 from mt.config import Config, DecodeConfig, Device, Engine
 from mt.device import resolve_device
 from mt.errors import MtError
-from mt.search import Hypothesis, Searcher
+from mt.search import Ensemble, Hypothesis, Searcher
 from mt.tokenizer import BOS, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -75,9 +75,11 @@ class Translator:
 
     def attention(self, source: str, translation: str) -> Attention:
         """The cross-attention of `translation` (its pieces re-encoded from the text) given `source`."""
-        model = getattr(self.engine, "model", None)
-        if model is None:
-            raise MtError("attention maps need mt's own engine (a checkpoint), not a CTranslate2 export")
+        models = getattr(self.engine, "models", [])
+        if len(models) != 1:
+            raise MtError("attention maps need mt's own engine with one checkpoint (not a CTranslate2 export, "
+                          "nor an ensemble)")
+        model = models[0]
         src_ids = self.tokenizer.encode_src([source.strip()])[0]                   # pieces … EOS
         tgt_ids = self.tokenizer.encode_tgt([translation])[0][1:]                  # pieces … EOS (BOS dropped)
         device = next(model.parameters()).device
@@ -91,17 +93,47 @@ class Translator:
         return [best[0].text for best in self.translate(lines, decode)]
 
 
-def load_translator(checkpoint: Path | None, device: Device = "auto", engine: Engine = "mt") -> Translator:
+def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto", engine: Engine = "mt",
+                    weights: list[float] | None = None) -> Translator:
     """A checkpoint (default: the latest run's best) with mt's own search, or a CTranslate2 export directory
-    (default: the latest run's ctranslate2/)."""
+    (default: the latest run's ctranslate2/). Several checkpoints that share a vocabulary translate as an
+    ensemble, each with its weight (default: equal)."""
     torch_device = resolve_device(device)
+    paths = checkpoint if isinstance(checkpoint, list) else [checkpoint] if checkpoint else []
     if engine == "ctranslate2":
+        if len(paths) > 1:
+            raise MtError("--engine ctranslate2 translates with one model (CTranslate2 has no ensembles); "
+                          "ensembles use mt's own engine")
         from mt.ct2 import CTranslate2Engine  # the optional ctranslate2 package
 
-        ct2 = CTranslate2Engine(checkpoint or default_checkpoint().parent.parent / "ctranslate2", torch_device)
+        ct2 = CTranslate2Engine(paths[0] if paths else default_checkpoint().parent.parent / "ctranslate2",
+                                torch_device)
         return Translator(ct2, ct2.tokenizer, ct2.config, ct2.facts)
-    model, tokenizer, config, state = load_model(checkpoint or default_checkpoint(), torch_device)
-    return Translator(Searcher(model, torch_device), tokenizer, config, training_facts(state))
+    paths = paths or [default_checkpoint()]
+    if weights and len(paths) == 1:
+        raise MtError("--weights weighs the models of an ensemble: give several --checkpoint")
+    weights = ensemble_weights(weights, len(paths))  # checked before the models load
+    loaded = [load_model(path, torch_device) for path in paths]  # (model, tokenizer, config, state) each
+    model, tokenizer, config, state = loaded[0]  # the first one's config and decode settings lead
+    for path, (_, other, _, _) in zip(paths[1:], loaded[1:]):
+        if (other.vocab_hash, other.scripts) != (tokenizer.vocab_hash, tokenizer.scripts):
+            raise MtError(f"{path}: its vocabulary (hash {other.vocab_hash}) or script conversion differs from "
+                          f"{paths[0]}'s ({tokenizer.vocab_hash}); an ensemble's models share one tokenizer")
+    facts = training_facts(state)
+    if len(paths) > 1:
+        facts["ensemble"] = [str(path) for path in paths]
+        model = Ensemble([member for member, *_ in loaded], weights)
+    return Translator(Searcher(model, torch_device), tokenizer, config, facts)
+
+
+def ensemble_weights(weights: list[float] | None, models: int) -> list[float]:
+    """--weights, one per model (default: equal), as fractions of their sum."""
+    weights = weights or [1.0] * models
+    if len(weights) != models:
+        raise MtError(f"--weights: {len(weights)} given for {models} checkpoints")
+    if any(w <= 0 for w in weights):
+        raise MtError(f"--weights {' '.join(map(str, weights))}: each must be positive")
+    return [w / sum(weights) for w in weights]
 
 
 ChunkTranslator = Callable[[list[str], int], list[list[Translation]]]  # (lines, number of the first) → n-best

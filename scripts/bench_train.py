@@ -99,9 +99,9 @@ def config_workload(path: str, overrides: list[str], steps: int, warmup: int) ->
     trainer = Trainer(config, data, resolve_device(config.train.device))
     updates, epoch = [], 0
     while len(updates) < warmup + steps:  # the loader builds each update's batches, as in `mt train`
-        updates += trainer.step_batches(epoch)
+        updates += trainer.step_batches(data.train, epoch)
         epoch += 1
-    return trainer, trainer.loader(updates[:warmup + steps])
+    return trainer, trainer.loader(data.train, updates[:warmup + steps])
 
 
 def run(trainer: Trainer, updates, warmup: int) -> dict:

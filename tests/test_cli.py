@@ -249,3 +249,28 @@ def test_an_output_never_takes_the_place_of_something_of_another_kind(workdir, t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
     translated = mt_in_process("translate", "-o", str(notes), "我爱你", cwd=workdir)  # a translation over a text
     assert translated.exit_code == 0 and notes.read_text(encoding="utf-8") != "mine\n", translated.output
+
+
+def test_ensembles_translate_and_evaluate_and_refuse_what_does_not_fit(workdir, tmp_path):
+    best = "runs/tiny/checkpoints/best.pt"
+    step = "runs/tiny/checkpoints/step-00000006.pt"
+    alone = mt_in_process("translate", "--checkpoint", best, "--beam", "3", "我爱你。", "他走了。", cwd=workdir)
+    twice = mt_in_process("translate", "--checkpoint", best, "--checkpoint", best, "--beam", "3", "我爱你。", "他走了。",
+                          cwd=workdir)
+    assert alone.exit_code == twice.exit_code == 0 and twice.stdout == alone.stdout  # a model with itself: the model
+    scored = mt_in_process("evaluate", "--checkpoint", best, "--checkpoint", step, "--weights", "3", "--weights", "1",
+                           cwd=workdir)
+    assert scored.exit_code == 0 and scored.stdout.startswith("BLEU"), scored.output
+    other = tmp_path / "other.yaml"  # the same data with another vocabulary
+    other.write_text((workdir / "tiny.yaml").read_text(encoding="utf-8").replace("vocab_size: 600", "vocab_size: 500")
+                     .replace("runs/tiny", str(tmp_path / "other")), encoding="utf-8")
+    assert mt("train", "-c", str(other), cwd=workdir).returncode == 0
+    foreign = str(tmp_path / "other" / "checkpoints" / "last.pt")
+    refused = [(["translate", "--checkpoint", best, "--checkpoint", foreign, "hi"], "an ensemble's models share one"),
+               (["translate", "--checkpoint", best, "--checkpoint", step, "--weights", "1", "hi"], "1 given for 2"),
+               (["translate", "--checkpoint", best, "--weights", "2", "hi"], "give several --checkpoint"),
+               (["translate", "--checkpoint", "a", "--checkpoint", "b", "--engine", "ctranslate2", "hi"],
+                "CTranslate2 has no ensembles")]
+    for args, words in refused:
+        done = mt_in_process(*args, cwd=workdir)
+        assert isinstance(done.exception, MtError) and words in str(done.exception), (args, done.output)

@@ -37,7 +37,7 @@ def checkpoint_of(model: Transformer, tokenizer, path, **config):
 def test_transformers_loads_it_and_gets_our_logits_with_padding_on_both_sides(exported, corpus_dir):
     checkpoint, directory = exported
     translator = load_translator(checkpoint, "cpu")
-    model, tokenizer = translator.engine.model, translator.tokenizer
+    model, tokenizer = translator.engine.models[0], translator.tokenizer
     marian = transformers.MarianMTModel.from_pretrained(directory).eval()
     lines = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()[:6]
     hf_tokenizer = transformers.MarianTokenizer.from_pretrained(directory)

@@ -8,7 +8,7 @@ from conftest import tiny_model
 from mt.config import Config, DecodeConfig
 from mt.model import make_pad_mask
 from mt.packing import PackedWeights
-from mt.search import Searcher, StepDecoder, beam_search, block_repeated_ngrams, greedy_search, length_penalty
+from mt.search import Ensemble, Searcher, StepDecoder, beam_search, block_repeated_ngrams, greedy_search, length_penalty
 from mt.tokenizer import BOS, EOS, PAD
 from mt.translate import Translator, translate_stream
 
@@ -86,8 +86,7 @@ def test_beam_of_one_is_greedy_and_a_score_means_the_same_in_both(alpha):
 
 def brute_force_best(model, src, max_len: int, alpha: float) -> float:
     """Score every possible output (every token sequence ending in EOS, or max_len long) and keep the best."""
-    src_mask = make_pad_mask(src, PAD)
-    decoder = StepDecoder(model, model.encode(src, src_mask), src_mask, use_cache=False, max_len=max_len)
+    decoder = StepDecoder(model, src, use_cache=False, max_len=max_len)
     words = [t for t in range(model.generator.proj.out_features) if t not in (PAD, BOS, EOS)]
     best = float("-inf")
     frontier = [((), 0.0)]  # (prefix, its log-probability), grown one token at a time
@@ -206,3 +205,42 @@ def test_no_output_repeats_an_ngram_when_asked(beam):
         assert [h.tokens for h in greedy] == [hyps[0].tokens for hyps in blocked]
         cached = greedy_search(model, src, limit, no_repeat_ngram_size=2, use_cache=False)
         assert [h.tokens for h in greedy] == [h.tokens for h in cached]
+
+
+def second_model(vocab: int = 40) -> torch.nn.Module:
+    """Another peaky model of the same vocabulary, with other weights."""
+    torch.manual_seed(1)
+    model = peaky_model(vocab=vocab)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    return model.eval()
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_an_ensemble_of_a_model_with_itself_is_that_model(beam):
+    model = peaky_model()
+    copy = peaky_model()  # the same weights in another instance: its own cache
+    alone = Searcher(model, torch.device("cpu")).search(SOURCES, DecodeConfig(beam_size=beam, nbest=beam, alpha=0.6))
+    twice = Searcher(Ensemble([model, copy], [0.5, 0.5]), torch.device("cpu")).search(
+        SOURCES, DecodeConfig(beam_size=beam, nbest=beam, alpha=0.6))
+    assert [[(h.tokens, h.score) for h in hyps] for hyps in twice] == [[(h.tokens, h.score) for h in hyps]
+                                                                        for hyps in alone]
+
+
+def test_an_ensemble_steps_with_the_weighted_mean_of_its_models_log_probabilities_cached_or_not():
+    first, second = peaky_model(), second_model()
+    ensemble = Ensemble([first, second], [0.25, 0.75])
+    prefixes = torch.tensor([[BOS]] * 3)
+    with torch.inference_mode():
+        mixed = StepDecoder(ensemble, SRC, use_cache=True, max_len=8).log_probs(prefixes)
+        each = [StepDecoder(model, SRC, use_cache=True, max_len=8).log_probs(prefixes) for model in (first, second)]
+    words = [t for t in range(40) if t not in (PAD, BOS)]
+    torch.testing.assert_close(mixed[:, words], 0.25 * each[0][:, words] + 0.75 * each[1][:, words])
+    assert not torch.allclose(each[0][:, words], each[1][:, words])  # two different models
+    cached = beam_search(ensemble, SRC, MAX_LEN, beam_size=4, nbest=3)
+    full = beam_search(ensemble, SRC, MAX_LEN, beam_size=4, nbest=3, use_cache=False)
+    assert [[h.tokens for h in hyps] for hyps in cached] == [[h.tokens for h in hyps] for hyps in full]
+
+
+SOURCES = [[5, 6, 7, 8, EOS], [9, 10, EOS], [11, EOS], [12, 13, 14, 15, 16, 17, EOS]]

@@ -5,7 +5,7 @@ import pytest
 from conftest import TINY_TOKENIZER
 from mt.config import TokenizerConfig
 from mt.errors import MtError
-from mt.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, train_tokenizer
+from mt.tokenizer import BOS, EOS, PAD, UNK, Sampling, Tokenizer, train_tokenizer
 
 ZH = ["我爱你。", "你好。", "我们明天去北京。", "谢谢你。"] * 30
 EN = ["I love you.", "Hello.", "We will go to Beijing tomorrow.", "Thank you."] * 30
@@ -80,3 +80,13 @@ def test_a_tokenizer_pickles_with_its_script_conversion():  # datasets.map sends
     tok = Tokenizer(train_tokenizer(ZH, EN, TokenizerConfig(vocab_size=400)).src_proto, None, ("simplified", "keep"))
     again = pickle.loads(pickle.dumps(tok))
     assert again.scripts == ("simplified", "keep") and again.encode_src(["我們"]) == tok.encode_src(["我们"])
+
+
+def test_a_sampled_segmentation_repeats_with_its_seed_and_spells_the_same_text(tokenizer):
+    texts = ["Tom is reading a newspaper in the kitchen.", "I don't understand why she left so early."] * 20
+    best = tokenizer.encode_tgt(texts)
+    first, again, other = (tokenizer.encode_tgt(texts, Sampling(0.3, seed)) for seed in (1, 1, 2))
+    assert first == again and first != other and first != best
+    assert tokenizer.decode_tgt(first) == tokenizer.decode_tgt(best)  # other pieces, the same sentences
+    assert sum(map(len, first)) > sum(map(len, best))  # dropped merges: more, shorter pieces
+    assert tokenizer.encode_tgt(texts) == best  # no sampling: always the best segmentation

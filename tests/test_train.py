@@ -1,17 +1,21 @@
 """Training: the loss ignores padding, the schedule is the paper's, a tiny model learns, checkpoints are exact."""
 
+import dataclasses
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
 from torch import nn
 
-from conftest import tiny_config, tiny_model
+from conftest import tiny_config, tiny_model, tiny_yaml
 from mt.batching import make_batch
 from mt.checkpoint import load_checkpoint, load_model, save_checkpoint
-from mt.config import Config
+from mt.config import Config, load_config
 from mt.errors import MtError
+from mt.prepare import prepare_data
 from mt.search import Searcher
 from mt.tokenizer import PAD, UNK
 from mt.train import inverse_sqrt_lr, train
@@ -152,3 +156,78 @@ def test_a_checkpoint_of_an_earlier_version_still_resumes(trained_runs, corpus_d
     save_checkpoint(state, last)
     train(tiny_config(corpus_dir, run, tmp_path, max_steps=10, eval_every=4), resume=True)
     assert load_checkpoint(last)["step"] == 10
+
+
+ALL = frozenset({"optimizer", "schedule", "position"})
+
+
+def test_a_run_started_from_a_checkpoint_keeping_everything_continues_it_exactly(trained_runs, corpus_dir, tmp_path):
+    straight = trained_runs[0]
+    source = straight / "checkpoints" / "step-00000004.pt"
+    train(tiny_config(corpus_dir, tmp_path / "continued", tmp_path, max_steps=8, eval_every=4), init_from=source,
+          keep=ALL)
+    expected, got = (load_checkpoint(run / "checkpoints" / "last.pt") for run in (straight, tmp_path / "continued"))
+    assert got["step"] == 8 and got["init_from"] == {"checkpoint": str(source.resolve()), "step": 4,
+                                                     "kept": ["optimizer", "position", "schedule"]}
+    for name, tensor in expected["model"].items():
+        assert torch.equal(tensor, got["model"][name]), name
+    assert (tmp_path / "continued" / "spm.model").read_bytes() == (straight / "spm.model").read_bytes()
+
+
+def test_fine_tuning_starts_from_the_weights_alone_and_its_resume_remembers_where_it_started(trained_runs, corpus_dir,
+                                                                                             tmp_path):
+    source = trained_runs[0] / "checkpoints" / "last.pt"
+    path = tmp_path / "tune.yaml"  # fine-tuning may change the dropout, not the model's shape
+    path.write_text(tiny_yaml(corpus_dir, tmp_path / "tuned", max_steps=2, eval_every=2).replace(
+        "dropout: 0.1}", "dropout: 0.3}"), encoding="utf-8")
+    config = load_config([path])
+    before = load_checkpoint(source)["model"]
+    train(config, init_from=source)
+    tuned = load_checkpoint(tmp_path / "tuned" / "checkpoints" / "last.pt")
+    assert tuned["step"] == 2 and tuned["scheduler"]["last_epoch"] == 2  # a fresh position and schedule
+    assert all(int(s["step"]) == 2 for s in tuned["optimizer"]["state"].values())  # fresh Adam moments
+    assert any(not torch.equal(t, tuned["model"][n]) for n, t in before.items())  # it trained on
+    train(dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=4)), resume=True,
+          init_from=source)  # a re-queued job's command line: the run continues
+    resumed = load_checkpoint(tmp_path / "tuned" / "checkpoints" / "last.pt")
+    assert resumed["step"] == 4 and resumed["init_from"] == tuned["init_from"] and not tuned["init_from"]["kept"]
+    info = subprocess.run([sys.executable, "-m", "mt", "info", str(tmp_path / "tuned" / "checkpoints" / "last.pt")],
+                          capture_output=True, text=True)
+    assert f"started from: {source.resolve()} (step 8)\n" in info.stdout
+
+
+@pytest.mark.parametrize("key, value, words", [("model.d_model", 64, "model.d_model is 64 here but 32"),
+                                               ("tokenizer.vocab_size", 700, "tokenizer.vocab_size/joint are 700"),
+                                               ("data.chinese_script", "traditional", "data.chinese_script is")])
+def test_fine_tuning_refuses_a_config_that_does_not_fit_the_checkpoint(trained_runs, corpus_dir, tmp_path, key, value,
+                                                                       words):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(tiny_yaml(corpus_dir, tmp_path / "tuned"), encoding="utf-8")
+    with pytest.raises(MtError, match=words):
+        train(load_config([path], [f"{key}={value}"]), init_from=trained_runs[0] / "checkpoints" / "last.pt")
+    assert not (tmp_path / "tuned" / "checkpoints" / "last.pt").exists()
+
+
+def test_subword_regularisation_segments_each_epoch_anew_and_a_resumed_run_ends_the_same(corpus_dir, tmp_path):
+    """300 pairs in ~9 updates an epoch: 20 updates cross two epochs, the interruption at 10 one of them."""
+    def config(run: str, steps: int) -> Config:
+        path = tmp_path / f"{run}.yaml"
+        path.write_text(tiny_yaml(corpus_dir, tmp_path / run, max_steps=steps, eval_every=10).replace(
+            "byte_fallback: false}", "byte_fallback: false, sampling_alpha: 0.1}"), encoding="utf-8")
+        return load_config([path])
+
+    train(config("straight", 20))
+    train(config("stopped", 10))
+    train(config("stopped", 20), resume=True)
+    expected, got = (load_checkpoint(tmp_path / run / "checkpoints" / "last.pt") for run in ("straight", "stopped"))
+    assert expected["epoch"] >= 2
+    for name, tensor in expected["model"].items():
+        assert torch.equal(tensor, got["model"][name]), name
+    data = prepare_data(config("straight", 20), tmp_path / "straight", None)
+    pairs = {epoch: data.train_batches(epoch).ids[:50]["tgt_ids"] for epoch in (0, 1, 0)}  # epoch 0 made again
+    best = data.train.ids[:50]["tgt_ids"]
+    assert pairs[0] != pairs[1] and best not in (pairs[0], pairs[1])
+    assert data.train_batches(0).ids[:50]["tgt_ids"] == pairs[0]  # the same draw, rebuilt
+    dev = data.dev[:]
+    assert dev["tgt_ids"] == data.tokenizer.encode_tgt(dev["tgt"])  # validation: the best segmentation
+    assert len(list((tmp_path / "straight" / "cache").glob("train-sampled-*.arrow"))) == 1  # only the newest kept

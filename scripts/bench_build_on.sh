@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Building on models you have (issue 18), each measured on Tatoeba test and NTREX-128 with beam 5 (BLEU / chrF with
+# sacreBLEU's signatures). Run from the project root, one part at a time:
+#   bash scripts/bench_build_on.sh finetune DIALOGUE_RUN  # DIALOGUE_RUN from scripts/bench_dialogue.sh (70 min);
+#                                                         # 10 more minutes on Tatoeba, TVsub dev before and after
+#   bash scripts/bench_build_on.sh ensemble               # 3 quick-start models (seeds 1, 2, 3), each alone and
+#                                                         # the 3 ensembled, with their decoding time
+#   bash scripts/bench_build_on.sh subword ALPHA          # the quick-start with tokenizer.sampling_alpha ALPHA
+#                                                         # (seed 1 of `ensemble` is ALPHA 0; dev scores to choose)
+# Results go under runs/build-on/. The quick-start models train its 2,400 updates (about 30 minutes each on 2
+# cores) rather than for 20 minutes of wall-clock, so that they are the same on any machine and under any load:
+# set OMP_NUM_THREADS=1 and run two parts side by side. The fine-tuning's 10 minutes and its 20-minute
+# Tatoeba-only baseline are wall-clock, as the issue asks: run nothing beside them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+DATA=../shared/data/zh-en
+OUT=runs/build-on
+mkdir -p "$OUT"
+
+score() {  # NAME CHECKPOINT... : Tatoeba test and NTREX-128, beam 5, and how long each took
+  local name=$1; shift
+  local models=(); for c in "$@"; do models+=(--checkpoint "$c"); done
+  for set in "tatoeba $DATA/tatoeba/test.zh $DATA/tatoeba/test.en" \
+             "ntrex128 $DATA/ntrex128/ntrex128.zho-CN.zh $DATA/ntrex128/ntrex128.eng.en"; do
+    read -r label src ref <<< "$set"
+    local start=$SECONDS
+    echo "== $name, $label, beam 5"
+    mt evaluate "${models[@]}" --src "$src" --ref "$ref" --beam 5
+    echo "   ($((SECONDS - start)) s to translate and score $(wc -l < "$src") lines)"
+  done
+}
+
+recipe() {  # RUN [--set …]: the quick-start recipe (2,400 updates), unless RUN has finished it
+  local run=$1; shift
+  [ -f "$run/checkpoints/step-00002400.pt" ] || mt train -c configs/tatoeba-cpu.yaml --run-dir "$run" "$@" \
+    $([ -f "$run/checkpoints/last.pt" ] && echo --resume)
+}
+
+case ${1:-} in
+  finetune)
+    dialogue=${2:?give the dialogue run directory (scripts/bench_dialogue.sh makes one)}
+    [ -d data/tvsub ] || { echo "data/tvsub missing: scripts/bench_dialogue.sh makes it"; exit 2; }
+    [ -f "$OUT/adapted/checkpoints/last.pt" ] || mt train -c configs/tatoeba-cpu.yaml -c configs/finetune-cpu.yaml \
+      --init-from "$dialogue/checkpoints/best.pt" --run-dir "$OUT/adapted"
+    [ -f "$OUT/tatoeba-only/checkpoints/last.pt" ] || mt train -c configs/tatoeba-cpu.yaml \
+      --run-dir "$OUT/tatoeba-only" --set train.max_minutes=20 --set train.max_steps=1000000
+    for model in "$dialogue" "$OUT/adapted" "$OUT/tatoeba-only"; do
+      score "$model" "$model/checkpoints/best.pt"
+      echo "== $model, TVsub dev (detokenised references), beam 5"
+      mt evaluate --checkpoint "$model/checkpoints/best.pt" --src data/tvsub/dev.zh --ref data/tvsub/dev.en --beam 5
+    done ;;
+  ensemble)
+    for seed in 1 2 3; do
+      recipe "$OUT/seed$seed" --set train.seed=$seed
+      score "seed $seed" "$OUT/seed$seed/checkpoints/best.pt"
+    done
+    score "ensemble of seeds 1, 2, 3" "$OUT"/seed{1,2,3}/checkpoints/best.pt ;;
+  subword)
+    alpha=${2:?give tokenizer.sampling_alpha, e.g. 0.1 (0: the recipe as it is)}
+    recipe "$OUT/subword-$alpha" --set tokenizer.sampling_alpha="$alpha"
+    echo "== dev, beam 5"
+    mt evaluate --checkpoint "$OUT/subword-$alpha/checkpoints/best.pt" \
+      --src $DATA/tatoeba/dev.zh --ref $DATA/tatoeba/dev.en --beam 5
+    score "sampling_alpha $alpha" "$OUT/subword-$alpha/checkpoints/best.pt" ;;
+  *)
+    sed -n 2,13p "$0"; exit 2 ;;
+esac
