@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,20 +19,15 @@ from mt.errors import MtError
 from mt.run_lock import lock_run_dir
 from test_cli import assert_one_line_error, mt
 
-HOLD = """import sys, time
-from pathlib import Path
-from mt.run_lock import lock_run_dir
-with lock_run_dir(Path(sys.argv[1]), "mt train"):
-    print("locked", flush=True)
-    time.sleep(120)
-"""
-
-
 def hold(run: Path) -> subprocess.Popen:
-    """Another process that holds `run`'s lock until it is killed."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True,
-                              stderr=subprocess.DEVNULL)
-    assert holder.stdout.readline() == "locked\n"
+    """A real training that holds `run`'s lock (it would train for hours) until it is killed."""
+    holder = subprocess.Popen([sys.executable, "-m", "mt", "train", "-c", "tiny.yaml", "--resume", "--set",
+                               "train.max_steps=1000000", "--set", "train.eval_every=1000000"], cwd=run.parent,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while f'"pid": {holder.pid},' not in (run / "lock").read_text():
+        assert holder.poll() is None and time.monotonic() < deadline, "the training did not take the lock"
+        time.sleep(0.05)
     return holder
 
 
