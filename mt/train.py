@@ -301,11 +301,12 @@ class Trainer:
                     with stops.deferred():  # an update is applied whole, or not at all
                         result = self.train_step(batches)
                         p.batch_index += 1
-                        p.step += result is not None
+                        if result is not None:  # None: a non-finite gradient, no update
+                            p.step += 1
                     time_up, signum = self._agreed_stop(progress.started, stops)
                     if signum:
                         raise Stopped(signum)
-                    if result is None:  # a non-finite gradient: no update
+                    if result is None:
                         continue
                     progress.update(*result)
                     if p.step % t.log_every == 0:
