@@ -14,6 +14,7 @@ kept); the resolved config; and the SentencePiece model(s) with their vocabulary
 from __future__ import annotations
 
 import io
+import json
 import pickle
 import zipfile
 from pathlib import Path
@@ -78,6 +79,18 @@ def training_facts(state: dict) -> dict:
     was validated), and the checkpoints it averages (`mt average`)."""
     return {"step": state.get("step", 0), "dev": state.get("dev") or {},
             **({"averaged": state["averaged"]} if "averaged" in state else {})}
+
+
+EXPORT_META_FILE = "mt.json"  # in an export's directory: marks it as mt's, with its format, config and facts
+
+
+def export_format(directory: Path) -> str | None:
+    """The format of mt's export in `directory` ("ctranslate2", "huggingface"), or None when it is not one."""
+    try:  # CTranslate2 exports of earlier versions name no format
+        meta = json.loads((Path(directory) / EXPORT_META_FILE).read_text(encoding="utf-8"))
+        return meta.get("format", "ctranslate2")
+    except (OSError, ValueError, AttributeError):  # none, unreadable, not JSON, not an object
+        return None
 
 
 def checkpoint_dir(run_dir: Path) -> Path:

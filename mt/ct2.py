@@ -14,14 +14,14 @@ import torch
 
 from mt.atomic import Kind, atomic_directory
 from mt.batching import source_batches
-from mt.checkpoint import load_model, training_facts
+from mt.checkpoint import EXPORT_META_FILE, export_format, load_model, training_facts
 from mt.config import Config, DecodeConfig, ModelConfig, config_from_dict, config_to_dict
 from mt.errors import MtError
 from mt.model import MultiHeadAttention, Transformer
 from mt.search import Hypothesis, output_limit
 from mt.tokenizer import BOS, PAD, Tokenizer
 
-META_FILE = "mt.json"
+META_FILE = EXPORT_META_FILE
 
 
 def _ctranslate2():
@@ -52,10 +52,7 @@ def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | N
 
 
 def is_export(directory: Path) -> bool:
-    try:  # exports of earlier versions have no "format"
-        return json.loads((directory / META_FILE).read_text(encoding="utf-8")).get("format", "ctranslate2") == "ctranslate2"
-    except (OSError, ValueError, AttributeError):  # none, unreadable, not JSON, not an object
-        return False
+    return export_format(directory) == "ctranslate2"
 
 
 EXPORT = Kind("a CTranslate2 export of mt", is_export, directory=True)

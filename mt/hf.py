@@ -20,14 +20,14 @@ import torch
 from torch import Tensor, nn
 
 from mt.atomic import Kind, atomic_directory
-from mt.checkpoint import load_model, training_facts
+from mt.checkpoint import EXPORT_META_FILE, export_format, load_model, training_facts
 from mt.config import Config, config_to_dict
 from mt.errors import MtError
 from mt.model import MultiHeadAttention, Transformer
 from mt.scoring import Scores
 from mt.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 
-META_FILE = "mt.json"  # marks the directory as mt's export, which a later export may replace
+META_FILE = EXPORT_META_FILE
 
 
 def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None = None) -> None:
@@ -57,10 +57,7 @@ def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None =
 
 
 def is_export(directory: Path) -> bool:
-    try:
-        return json.loads((directory / META_FILE).read_text(encoding="utf-8")).get("format") == "huggingface"
-    except (OSError, ValueError, AttributeError):  # none, unreadable, not JSON, not an object
-        return False
+    return export_format(directory) == "huggingface"
 
 
 EXPORT = Kind("a Hugging Face export of mt", is_export, directory=True)
