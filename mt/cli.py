@@ -20,6 +20,7 @@ from mt.atomic import CHECKPOINT, PNG, TEXT, atomic_open, check_replaceable
 from mt.config import Device, Engine, Keep, ServeConfig
 from mt.console import setup_logging
 from mt.errors import MtError
+from mt.memory import use_huge_pages
 
 log = logging.getLogger(__name__)
 
@@ -395,6 +396,7 @@ def main() -> None:
     """The `mt` command. A user's mistake, in a config or data file or on the command line, is printed as one
     line with a non-zero exit; `--debug` shows the traceback instead."""
     chosen = GlobalOptions()
+    use_huge_pages()
     try:  # Ctrl-C returns 130; a closed pipe exits quietly
         status = app(standalone_mode=False, prog_name="mt", obj=chosen)
     except (MtError, typer.TyperException) as e:

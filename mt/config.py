@@ -27,7 +27,7 @@ Positions = Literal["sinusoidal", "learned"]  # learned: a trained vector per po
 Script = Literal["simplified", "traditional", "keep"]
 Device = Literal["auto", "cpu", "cuda"]  # auto: cuda when there is a GPU, else cpu
 Engine = Literal["mt", "ctranslate2"]  # what translates: mt's own search, or a CTranslate2 export of the model
-Precision = Literal["auto", "fp32", "bf16", "fp16"]  # auto: bf16 on a CUDA GPU that has it, else fp32
+Precision = Literal["auto", "fp32", "bf16", "fp16"]  # auto: bf16 where the GPU or CPU has it natively, else fp32
 Keep = Literal["optimizer", "schedule", "position"]  # what a run started from another's weights also takes over
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]  # torch.compile's
 

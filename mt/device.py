@@ -1,4 +1,5 @@
-"""train.device / --device → torch.device, with a clear error when CUDA is asked for but absent."""
+"""train.device / --device → torch.device, with a clear error when CUDA is asked for but absent; and whether the
+device has native bf16."""
 
 import torch
 
@@ -12,3 +13,16 @@ def resolve_device(name: Device) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise MtError("--device cuda: CUDA is not available on this machine (use --device cpu or auto)")
     return torch.device(name)
+
+
+def has_native_bf16(device: torch.device) -> bool:
+    """Whether the device multiplies bf16 matrices in hardware (train.precision auto then picks bf16): a CUDA GPU
+    that supports it, or an x86 CPU with AVX512-BF16 or AMX (Intel Cooper Lake, Sapphire Rapids and later; AMD
+    Zen 4 and later), where oneDNN's bf16 products ran 2–3× its fp32 ones. Elsewhere bf16 would be emulated and
+    slower than fp32. torch reads the CPU's flags through private functions, so their absence means no."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        return any(getattr(torch.cpu, name, lambda: False)()
+                   for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
+    return False

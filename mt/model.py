@@ -46,6 +46,13 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     return weights @ v, weights
 
 
+def fused_kernel_is_slow(q: Tensor) -> bool:
+    """torch's fused attention kernel for the CPU is slow to train in bf16: its backward took 10× its fp32 time
+    (torch 2.13), while the written-out form runs bf16 matrix products at full speed. Its forward alone is fast:
+    decoding keeps it (the written-out form decoded 35% slower)."""
+    return q.device.type == "cpu" and q.dtype == torch.bfloat16 and q.requires_grad
+
+
 class MultiHeadAttention(nn.Module):
     """Project Q, K, V into h heads of d_k = d_model/h, attend in each, concatenate, project back."""
 
@@ -71,8 +78,9 @@ class MultiHeadAttention(nn.Module):
                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """query [B,T,D] against projected k, v [B,H,S,d_k] → output [B,T,D], weights [B,H,T,S] or None."""
         q = self._split(self.w_q(query))
-        if need_weights:
+        if need_weights or fused_kernel_is_slow(q):
             out, weights = scaled_dot_product_attention(q, k, v, mask)
+            weights = weights if need_weights else None
         else:  # the same computation in torch's fused kernel
             out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None
         batch, _, length, _ = out.shape

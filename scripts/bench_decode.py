@@ -218,6 +218,9 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "ENGINE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        from mt.memory import use_huge_pages
+
+        use_huge_pages()  # as the `mt` command does
         workload, engine = args.child
         rows = synthetic(engine) if workload == "synthetic" else real(engine, args.checkpoint, args.sentences)
         print(json.dumps(rows))

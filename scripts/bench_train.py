@@ -2,7 +2,8 @@
 
 1. --peers (the default): the workload of ../shared/bench/peers, from its common.py: its model (d_model 256,
    4 heads, d_ff 1024, 3+3 layers, shared vocabulary 8,000, dropout 0.1, label smoothing 0.1), its synthetic
-   batches of at most 4,000 padded tokens, 5 warm-up then BENCH_STEPS timed updates, 2 threads, fp32. Timed
+   batches of at most 4,000 padded tokens, 5 warm-up then BENCH_STEPS timed updates, 2 threads, fp32 (or
+   --precision bf16 / auto, mt's default: bf16 on a CPU with native bf16). Timed
    around mt's own `Trainer.train_step` (forward, backward, Adam) on pre-built batches, as the harness times its
    in-process peers. The result also goes into the harness's results file (BENCH_RESULTS).
 2. --config CONFIG: a real config and corpus through mt's whole pipeline (batches built by its DataLoader),
@@ -24,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import get_args
 
 import torch
 from torch import nn
@@ -33,8 +35,9 @@ sys.path.insert(0, str(ROOT))
 PEERS = ROOT.parent / "shared" / "bench" / "peers"
 
 from mt.batching import make_batch  # noqa: E402
-from mt.config import Config, ModelConfig, TrainConfig, load_config  # noqa: E402
+from mt.config import Config, ModelConfig, Precision, TrainConfig, load_config  # noqa: E402
 from mt.device import resolve_device  # noqa: E402
+from mt.memory import use_huge_pages  # noqa: E402
 from mt.model import Transformer  # noqa: E402
 from mt.tokenizer import BOS, PAD  # noqa: E402
 from mt.prepare import prepare_data  # noqa: E402
@@ -70,7 +73,7 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def peers_workload(steps: int | None) -> tuple[Trainer, list, object]:
+def peers_workload(steps: int | None, precision: str) -> tuple[Trainer, list, object]:
     sys.path.insert(0, str(PEERS))
     import common as c  # the harness's settings and synthetic data
 
@@ -79,7 +82,7 @@ def peers_workload(steps: int | None) -> tuple[Trainer, list, object]:
     config = Config(model=ModelConfig(d_model=c.D_MODEL, num_heads=c.HEADS, d_ff=c.D_FF,
                                       num_encoder_layers=c.ENC_LAYERS, num_decoder_layers=c.DEC_LAYERS,
                                       dropout=c.DROPOUT),
-                    train=TrainConfig(label_smoothing=c.LABEL_SMOOTHING, precision="fp32", tensorboard=False,
+                    train=TrainConfig(label_smoothing=c.LABEL_SMOOTHING, precision=precision, tensorboard=False,
                                       run_dir=tempfile.mkdtemp()))
     vocab = SimpleNamespace(src_vocab_size=c.VOCAB, tgt_vocab_size=c.VOCAB)  # ids only: no SentencePiece here
     trainer = Trainer(config, SimpleNamespace(tokenizer=vocab), torch.device("cpu"))
@@ -133,13 +136,16 @@ def main() -> None:
     parser.add_argument("--config", help="a training config: time it on its own corpus instead of the peers' batches")
     parser.add_argument("--set", action="append", default=[], help="config override KEY=VALUE (repeatable)")
     parser.add_argument("--steps", type=int, default=None, help="timed updates (default: the harness's BENCH_STEPS)")
+    parser.add_argument("--precision", default="fp32", choices=get_args(Precision),
+                        help="the peers' workload in this train.precision (fp32, as they train; auto: mt's default)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed updates first")
     args = parser.parse_args()
+    use_huge_pages()  # as the `mt` command does, before the first large tensor
     if args.config:
         trainer, updates = config_workload(args.config, args.set, args.steps or 50, args.warmup)
         name, c = f"mt {Path(args.config).stem}", None
     else:
-        trainer, updates, c = peers_workload(args.steps)
+        trainer, updates, c = peers_workload(args.steps, args.precision)
         args.warmup, args.steps, name = c.WARMUP_STEPS, len(updates) - c.WARMUP_STEPS, "mt"
     dtype = str(trainer.dtype or torch.float32).removeprefix("torch.")
     t = trainer.config.train
@@ -150,8 +156,9 @@ def main() -> None:
           f"{result['mfu']:.1%} of the measured {result['peak_tflops']:.3g} TFLOP/s matrix-product peak, "
           f"peak memory {result['peak_memory_mb']:,.0f} MB ({args.steps} timed updates after {args.warmup})")
     if c is not None:
-        c.record(peer="mt", kind="train", method="in-process perf_counter around Trainer.train_step "
-                 "(fwd+bwd+Adam, pre-built batches)", steps=args.steps, tgt_tok_per_s=round(result["tgt_tok_per_s"], 1),
+        c.record(peer="mt" if dtype == "float32" else f"mt {dtype}", kind="train",
+                 method="in-process perf_counter around Trainer.train_step (fwd+bwd+Adam, pre-built batches)",
+                 steps=args.steps, tgt_tok_per_s=round(result["tgt_tok_per_s"], 1),
                  src_tok_per_s=round(result["src_tok_per_s"], 1), sec_per_step=round(result["sec_per_step"], 3),
                  model_gflops_per_s=round(1000 * result["model_tflops"], 2),
                  peak_rss_mb=round(result["peak_memory_mb"], 1))

@@ -6,13 +6,13 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mt"
 
 LAYERS = [  # bottom up: text → pieces → ids → batches → model → search → text, with the command line on top
-    {"errors"},
+    {"errors", "memory"},
     {"atomic", "lines", "console", "distributed", "packing", "training_log", "scoring", "stopping", "run_lock"},
     {"config"},
     {"device", "tokenizer"},
     {"data"},
     {"batching"},
-    {"model"},
+    {"model", "loss"},
     {"cache", "checkpoint", "prepare"},
     {"search"},
     {"train", "ct2", "hf"},

@@ -74,15 +74,34 @@ def test_attention_rows_sum_to_one_and_give_padding_no_weight():
         assert (weights[1, :, :, 3:] == 0).all()
 
 
-def test_fused_attention_equals_the_written_out_formula():
+def cross_attention_case():
+    """Attention of 4 heads over d_model 16; queries [2,5,16] against a memory [2,7,16] whose second row has 3 PADs."""
     torch.manual_seed(0)
     attn = MultiHeadAttention(d_model=16, num_heads=4)
     x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
-    mask = make_pad_mask(torch.tensor([[1] * 7, [1] * 4 + [PAD] * 3]), PAD)
+    return attn, x, memory, make_pad_mask(torch.tensor([[1] * 7, [1] * 4 + [PAD] * 3]), PAD)
+
+
+def test_fused_attention_equals_the_written_out_formula():
+    attn, x, memory, mask = cross_attention_case()
     fused, none = attn(x, memory, memory, mask)
     explicit, weights = attn(x, memory, memory, mask, need_weights=True)
     assert none is None and weights.shape == (2, 4, 5, 7)
     torch.testing.assert_close(fused, explicit, rtol=1e-5, atol=1e-6)
+
+
+def test_bf16_attention_on_the_cpu_hides_padding_and_matches_fp32():
+    """Training in bf16 on a CPU, attention takes the written-out path (torch's fused kernel is slow there)."""
+    attn, x, memory, mask = cross_attention_case()
+    reference, _ = attn(x, memory, memory, mask)
+    changed = memory.clone()
+    changed[1, 4:] = 100.0  # what PAD keys hold must not matter
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = attn(x, memory, memory, mask)
+        out_changed, _ = attn(x, changed, changed, mask)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), reference, rtol=0.05, atol=0.02)
+    assert torch.equal(out_changed, out)
 
 
 def test_scaled_dot_product_attention_by_hand():

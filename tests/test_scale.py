@@ -23,7 +23,9 @@ from mt.train import MAX_SKIPPED_IN_A_ROW, Trainer, train
 
 
 def tiny_trainer(tmp_path: Path, **train_settings) -> Trainer:
+    """fp32 unless told (auto would be bf16 on a CPU with native bf16), so that sums can be compared closely."""
     torch.manual_seed(0)
+    train_settings.setdefault("precision", "fp32")
     config = Config(model=ModelConfig(d_model=16, num_heads=2, d_ff=32, num_encoder_layers=1, num_decoder_layers=1,
                                       dropout=0.0),
                     train=TrainConfig(run_dir=str(tmp_path), warmup_steps=10, tensorboard=False, **train_settings))
