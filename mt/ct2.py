@@ -21,8 +21,6 @@ from mt.model import MultiHeadAttention, Transformer
 from mt.search import Hypothesis, output_limit
 from mt.tokenizer import BOS, PAD, Tokenizer
 
-META_FILE = EXPORT_META_FILE
-
 
 def _ctranslate2():
     try:
@@ -48,7 +46,7 @@ def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | N
         tokenizer.save(staging)
         meta = {"format": "ctranslate2", "config": config_to_dict(config), "scripts": tokenizer.scripts,
                 "facts": training_facts(state)}
-        (staging / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        (staging / EXPORT_META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 
 def is_export(directory: Path) -> bool:
@@ -133,9 +131,9 @@ class CTranslate2Engine:
         model_dir = Path(model_dir)
         if not is_export(model_dir):
             raise MtError(f"{model_dir}: not a CTranslate2 export of mt (make one with `mt export --ctranslate2`)")
-        meta = json.loads((model_dir / META_FILE).read_text(encoding="utf-8"))
+        meta = json.loads((model_dir / EXPORT_META_FILE).read_text(encoding="utf-8"))
         if "config" in meta:
-            self.config = config_from_dict(meta["config"], source=str(model_dir / META_FILE))
+            self.config = config_from_dict(meta["config"], source=str(model_dir / EXPORT_META_FILE))
         else:  # exports of earlier versions kept only these
             self.config = Config(model=ModelConfig(max_positions=meta["max_positions"]),
                                  decode=DecodeConfig(**meta["decode"]))

@@ -27,8 +27,6 @@ from mt.model import MultiHeadAttention, Transformer
 from mt.scoring import Scores
 from mt.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 
-META_FILE = EXPORT_META_FILE
-
 
 def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None = None) -> None:
     """Write `checkpoint` as a Hugging Face model directory: a new one, or an earlier mt export there, replaced
@@ -50,7 +48,7 @@ def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None =
         marian.save_pretrained(staging)  # config.json, generation_config.json, model.safetensors
         save_tokenizer(tokenizer, config, staging, transformers)
         facts = training_facts(state)
-        (staging / META_FILE).write_text(json.dumps({"format": "huggingface", "checkpoint": str(checkpoint),
+        (staging / EXPORT_META_FILE).write_text(json.dumps({"format": "huggingface", "checkpoint": str(checkpoint),
                                                      "facts": facts, "config": config_to_dict(config)}, indent=2),
                                          encoding="utf-8")
         (staging / "README.md").write_text(model_card(config, tokenizer, facts, checkpoint, test), encoding="utf-8")
