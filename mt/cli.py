@@ -47,6 +47,10 @@ WeightsOption = Annotated[Optional[list[float]], typer.Option(
 EngineOption = Annotated[Engine, typer.Option(
     "--engine", help="mt, or ctranslate2 to use a model made by `mt export --ctranslate2 DIR` "
     "(--checkpoint DIR; default: the latest run's ctranslate2/).")]
+ComputeTypeOption = Annotated[str, typer.Option(
+    "--compute-type", help="With --engine ctranslate2: CTranslate2's compute type (default, float32, int8, "
+    "int8_float32, int16, float16, bfloat16, …; default: the export's own). auto: int8 on a CPU with 8-bit "
+    "products in hardware (VNNI), else default.")]
 # Decoding options: each sets the decode config key of DECODE_FLAGS (default: the checkpoint's), checked there.
 BeamOption = Annotated[Optional[int], typer.Option("--beam", help="Beam size; 1 is greedy search.")]
 AlphaOption = Annotated[Optional[float], typer.Option(
@@ -138,7 +142,8 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
               input: Annotated[Optional[Path], typer.Option("--input", "-i", help="One sentence per line.")] = None,
               output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None,
               checkpoint: EnsembleOption = None, weights: WeightsOption = None, device: DeviceOption = "auto",
-              engine: EngineOption = "mt", beam: BeamOption = None, alpha: AlphaOption = None, max_len_a: MaxLenAOption = None,
+              engine: EngineOption = "mt", compute_type: ComputeTypeOption = "auto", beam: BeamOption = None,
+              alpha: AlphaOption = None, max_len_a: MaxLenAOption = None,
               max_len_b: MaxLenBOption = None, no_repeat_ngram: NoRepeatOption = None, nbest: NbestOption = 1,
               attention: Annotated[Optional[Path], typer.Option(
                   "--attention", help="Draw the cross-attention of the translation of one sentence into this PNG: "
@@ -161,7 +166,7 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
         raise MtError("--attention draws one translation: give one sentence as an argument (engine mt, nbest 1)")
     _check_outputs((output, TEXT), (attention, PNG))
     lines, chunk = _input_lines(text, input)  # first: a missing input file is reported before the model loads
-    translator = load_translator(checkpoint, device, engine, weights)
+    translator = load_translator(checkpoint, device, engine, weights, compute_type)
     decode = _decode(translator, beam, alpha, max_len_a, max_len_b, no_repeat_ngram, nbest)
     results = translate_stream(lambda lines, first: translator.translate(lines, decode, first), lines, chunk)
     # A progress bar for a person watching the terminal while the translations go to a file or a pipe.
@@ -336,7 +341,8 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
 
 
 @app.command()
-def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", device: DeviceOption = "auto",
+def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", compute_type: ComputeTypeOption = "auto",
+          device: DeviceOption = "auto",
           host: Annotated[str, typer.Option("--host", help="The address to listen on: 127.0.0.1 is this machine "
                                             "only; 0.0.0.0 (or ::) every interface.")] = "127.0.0.1",
           port: Annotated[int, typer.Option("--port", help="0: any free port (the log line says which).")] = 5000,
@@ -374,7 +380,7 @@ def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", devi
                          req_limit=req_limit, batch_wait_ms=batch_wait_ms, batch_tokens=batch_tokens,
                          queue_size=queue_size, request_timeout=request_timeout, body_timeout=body_timeout).checked()
     keys = read_api_keys(api_keys) if api_keys else frozenset()
-    run_server(load_translator(checkpoint, device, engine), engine, limits, host, port, keys)
+    run_server(load_translator(checkpoint, device, engine, compute_type=compute_type), engine, limits, host, port, keys)
 
 
 @contextmanager

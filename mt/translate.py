@@ -94,12 +94,14 @@ class Translator:
 
 
 def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto", engine: Engine = "mt",
-                    weights: list[float] | None = None) -> Translator:
+                    weights: list[float] | None = None, compute_type: str = "auto") -> Translator:
     """A checkpoint (default: the latest run's best) with mt's own search, or a CTranslate2 export directory
-    (default: the latest run's ctranslate2/). Several checkpoints that share a vocabulary translate as an
-    ensemble, each with its weight (default: equal)."""
+    (default: the latest run's ctranslate2/) computing in `compute_type` (mt/ct2.py). Several checkpoints that
+    share a vocabulary translate as an ensemble, each with its weight (default: equal)."""
     torch_device = resolve_device(device)
     paths = checkpoint if isinstance(checkpoint, list) else [checkpoint] if checkpoint else []
+    if engine == "mt" and compute_type != "auto":
+        raise MtError(f"--compute-type {compute_type}: compute types are CTranslate2's (--engine ctranslate2)")
     if engine == "ctranslate2":
         if len(paths) > 1:
             raise MtError("--engine ctranslate2 translates with one model (CTranslate2 has no ensembles); "
@@ -107,7 +109,7 @@ def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto
         from mt.ct2 import CTranslate2Engine  # the optional ctranslate2 package
 
         ct2 = CTranslate2Engine(paths[0] if paths else default_checkpoint().parent.parent / "ctranslate2",
-                                torch_device)
+                                torch_device, compute_type)
         return Translator(ct2, ct2.tokenizer, ct2.config, ct2.facts)
     paths = paths or [default_checkpoint()]
     if weights and len(paths) == 1:

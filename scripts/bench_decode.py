@@ -2,10 +2,11 @@
 
 1. synthetic (the peers' settings, from their common.py): an untrained d_model 256 / 4 heads / d_ff 1024 / 3+3
    model with a shared 8,000 vocabulary; 200 sentences sorted by length in batches of 32; every output forced
-   to exactly 43 tokens; greedy and beam 4; mt's own search and its CTranslate2 fp32 export. Results go into
+   to exactly 43 tokens; greedy and beam 4; mt's own search and its CTranslate2 export, computing in float32 and
+   in int8 (weights quantised as the model loads; `--compute-type auto` picks it on a CPU with VNNI). Results go into
    the harness's results file too (BENCH_RESULTS), so its report_table.py lists mt beside the peers.
 2. real (with --checkpoint): a trained model on the first 500 sentences of newstest2021, greedy and beam 4,
-   mt against its CTranslate2 export (outputs end at EOS, as in normal use).
+   mt against its CTranslate2 export in float32 and int8 (outputs end at EOS, as in normal use).
 
 Each (engine, workload) runs in its own process, so that peak memory is its own. With --peers, each repeat
 also runs the harness's own decoding benchmark of those toolkits, in turn with mt's, so that this machine's
@@ -32,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT.parent / "shared" / "bench" / "peers"
 NEWS = ROOT.parent / "shared" / "data" / "zh-en" / "wmt21" / "newstest2021.zh-en.zh"
-ENGINES = ("mt", "ctranslate2")
+ENGINES = ("mt", "ctranslate2 float32", "ctranslate2 int8")  # an engine, and CTranslate2's compute type
 PEER_VENVS = Path("/tmp/peers")  # where the harness's install_peers.sh puts them
 PEER_DECODERS = {  # harness name → (its venv, its decoding benchmark); CTranslate2 with its faster fp32 model
     "torchref": ("torchref", ["bench_torchref.py", "decode"]),
@@ -70,7 +71,7 @@ def synthetic(engine: str) -> list[dict]:
     else:
         vocabulary = ["<pad>", "<unk>", "<s>", "</s>"] + [c.word(i) for i in range(c.N_WORDS)]
         inputs = [[vocabulary[t] for t in s] for s in sources]
-        decode = _ct2_decoder(model, vocabulary, c.DECODE_BATCH, c.THREADS, fixed_length=length)
+        decode = _ct2_decoder(model, vocabulary, c.DECODE_BATCH, c.THREADS, length, engine.split()[1])
     results = []
     decode(1, inputs[:4])  # warm-up
     for mode, beam in (("greedy", 1), ("beam4", c.BEAM)):
@@ -98,12 +99,12 @@ def real(engine: str, checkpoint: Path, sentences: int) -> list[dict]:
     from mt.translate import load_translator
 
     lines = NEWS.read_text(encoding="utf-8").splitlines()[:sentences]
-    if engine == "ctranslate2":
+    if engine != "mt":
         from mt.ct2 import export_ctranslate2
 
         directory = Path(tempfile.mkdtemp()) / "ct2"
         export_ctranslate2(checkpoint, directory)
-        translator = load_translator(directory, "cpu", engine="ctranslate2")
+        translator = load_translator(directory, "cpu", engine="ctranslate2", compute_type=engine.split()[1])
     else:
         translator = load_translator(checkpoint, "cpu")
     results = []
@@ -145,8 +146,9 @@ def _mt_decoder(model, batch_size: int, fixed_length: int):
     return decode
 
 
-def _ct2_decoder(model, vocabulary: list[str], batch_size: int, threads: int, fixed_length: int):
-    """decode(beam, token lists) → output tokens produced, with the model exported to CTranslate2 (fp32)."""
+def _ct2_decoder(model, vocabulary: list[str], batch_size: int, threads: int, fixed_length: int, compute_type: str):
+    """decode(beam, token lists) → output tokens produced, with the model exported to CTranslate2 (fp32) and
+    computing in `compute_type`."""
     import ctranslate2
 
     from mt.ct2 import model_spec
@@ -156,7 +158,8 @@ def _ct2_decoder(model, vocabulary: list[str], batch_size: int, threads: int, fi
     spec.validate()
     spec.optimize()
     spec.save(directory)
-    translator = ctranslate2.Translator(directory, device="cpu", intra_threads=threads, inter_threads=1)
+    translator = ctranslate2.Translator(directory, device="cpu", compute_type=compute_type, intra_threads=threads,
+                                        inter_threads=1)
 
     def decode(beam: int, sources: list[list[str]]) -> int:
         results = translator.translate_batch(sources, beam_size=beam, max_batch_size=batch_size,
@@ -191,7 +194,7 @@ def peer_rows(results: Path) -> dict[tuple[str, str, str], list[dict]]:
 
 
 def print_tables(table: dict, peers: list[str], repeats: int) -> None:
-    """Every engine's median speed, then mt's own search as ratios of each peer's."""
+    """Every engine's median speed, then each of mt's engines as ratios of each peer's."""
     def median(key, field="sent_per_s"):
         return statistics.median(r[field] for r in table[key])
 
@@ -202,10 +205,12 @@ def print_tables(table: dict, peers: list[str], repeats: int) -> None:
         print(f"| {' | '.join(key)} | {median(key):.1f} ({min(speeds):.1f}–{max(speeds):.1f}) "
               f"| {median(key, 'tok_per_s'):,.0f} | {median(key, 'peak_rss_mb'):,.0f} |")
     if peers:
-        print("\n| mt's own search against | greedy | beam 4 |\n|---|---:|---:|")
-    for peer in peers:
-        ratios = [median(("synthetic", "mt", mode)) / median(("synthetic", peer, mode)) for mode in ("greedy", "beam4")]
-        print(f"| {peer} | {ratios[0]:.2f}× | {ratios[1]:.2f}× |")
+        print("\n| mt's engine | against | greedy | beam 4 |\n|---|---|---:|---:|")
+    for engine in ENGINES:
+        for peer in peers:
+            ratios = [median(("synthetic", engine, mode)) / median(("synthetic", peer, mode))
+                      for mode in ("greedy", "beam4")]
+            print(f"| {engine} | {peer} | {ratios[0]:.2f}× | {ratios[1]:.2f}× |")
 
 
 def main() -> None:

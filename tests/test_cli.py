@@ -90,14 +90,15 @@ def test_nbest_beam_and_the_ctranslate2_engine(workdir):
     exported = mt("export", "--ctranslate2", "ct2", cwd=workdir)
     assert exported.returncode == 0, exported.stderr
     ours = mt("translate", "--beam", "1", "我爱你", "你好。", cwd=workdir)
-    theirs = mt("translate", "--engine", "ctranslate2", "--checkpoint", "ct2", "--beam", "1", "我爱你", "你好。",
-                cwd=workdir)
+    theirs = mt("translate", "--engine", "ctranslate2", "--compute-type", "float32", "--checkpoint", "ct2",
+                "--beam", "1", "我爱你", "你好。", cwd=workdir)
     assert theirs.returncode == 0, theirs.stderr
     assert theirs.stdout == ours.stdout
     outputs = {}
     for engine in ("ctranslate2", "mt"):  # the option reaches both searches and changes what they output
         for n in ("0", "1"):
-            done = mt_in_process("translate", "--engine", engine, *(["--checkpoint", "ct2"] if engine != "mt" else []),
+            exported = ["--checkpoint", "ct2", "--compute-type", "float32"] if engine != "mt" else []
+            done = mt_in_process("translate", "--engine", engine, *exported,
                                  "--beam", "1", "--no-repeat-ngram", n, *REPEATING, cwd=workdir)
             assert done.exit_code == 0, done.output
             outputs[engine, n] = done.stdout

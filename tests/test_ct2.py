@@ -1,11 +1,12 @@
-"""CTranslate2 export: the exported model decodes exactly as mt's own greedy search (fp32)."""
+"""CTranslate2 export: the exported model decodes exactly as mt's own greedy search (float32), and in int8 where
+asked or where the CPU multiplies 8-bit integers in hardware."""
 
 import pytest
 import torch
 
 from mt.checkpoint import save_checkpoint, tokenizer_state
 from mt.config import Config, ModelConfig, config_to_dict
-from mt.ct2 import export_ctranslate2
+from mt.ct2 import compute_type, export_ctranslate2
 from mt.errors import MtError
 from mt.model import Transformer
 from mt.tokenizer import PAD
@@ -34,12 +35,35 @@ def test_exported_model_gives_mts_greedy_output(kind, trained_runs, tokenizer, c
                   else untrained_checkpoint(tokenizer, tmp_path / "other.pt", **other))
     export_ctranslate2(checkpoint, tmp_path / "ct2")
     lines = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines() + ["", "我爱你"]
-    mt, ct2 = load_translator(checkpoint, "cpu"), load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2")
+    mt = load_translator(checkpoint, "cpu")
+    ct2 = load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2", compute_type="float32")
     assert ct2.config == mt.config  # languages, position table and decode settings travel with the export
     decode = mt.decode.replace(beam_size=1, max_len_a=1.0, max_len_b=5)
     ours, theirs = mt.translate(lines, decode), ct2.translate(lines, decode)
     assert [t[0].text for t in theirs] == [t[0].text for t in ours]
     assert theirs[-2][0].text == ""
+
+
+@pytest.mark.parametrize("vnni, expected", [(True, "int8"), (False, "default")])
+def test_auto_compute_type_is_int8_only_on_a_cpu_with_8_bit_products(monkeypatch, vnni, expected):
+    monkeypatch.setattr(torch.cpu, "_is_vnni_supported", lambda: vnni)
+    assert compute_type("auto", torch.device("cpu")) == expected
+    assert compute_type("float32", torch.device("cpu")) == "float32"
+    monkeypatch.delattr(torch.cpu, "_is_vnni_supported")  # a torch that cannot say: the export's own type
+    assert compute_type("auto", torch.device("cpu")) == "default"
+
+
+def test_compute_type_reaches_ctranslate2_and_a_wrong_one_is_one_line(trained_runs, tokenizer, corpus_dir, tmp_path):
+    export_ctranslate2(untrained_checkpoint(tokenizer, tmp_path / "model.pt"), tmp_path / "ct2")
+    int8 = load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2", compute_type="int8")
+    assert int8.engine.translator.compute_type.startswith("int8")  # weights quantised as the model loads
+    lines = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()
+    outputs = int8.translate(lines, int8.decode.replace(beam_size=1, min_len=3, max_len_b=5))
+    assert all(len(t[0].text.split()) >= 1 for t in outputs)
+    with pytest.raises(MtError, match="--compute-type bogus: Invalid compute type"):
+        load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2", compute_type="bogus")
+    with pytest.raises(MtError, match="--compute-type int8: compute types are CTranslate2's"):
+        load_translator(trained_runs[0] / "checkpoints" / "last.pt", "cpu", compute_type="int8")
 
 
 def test_export_replaces_a_previous_export_whole_and_nothing_else(trained_runs, tmp_path):
