@@ -101,7 +101,10 @@ def test_mixed_precision_trains_close_to_fp32(tmp_path, precision):
     assert loss_mixed == pytest.approx(loss_ref, rel=0.02)
 
 
-def test_two_gloo_processes_end_with_the_parameters_of_one_process_given_the_same_batches(corpus_dir, tmp_path):
+@pytest.mark.parametrize("start", ["scratch", "--init-from"])
+def test_two_gloo_processes_end_with_the_parameters_of_one_process_given_the_same_batches(corpus_dir, trained_runs,
+                                                                                        tmp_path, start):
+    """From scratch, and fine-tuning from a trained run's weights (each process loads them)."""
     settings = dict(max_steps=6, eval_every=3, max_tokens=150, tensorboard="false")
     model = "dropout: 0.1}"
     one = tmp_path / "one.yaml"
@@ -109,15 +112,19 @@ def test_two_gloo_processes_end_with_the_parameters_of_one_process_given_the_sam
     two = tmp_path / "two.yaml"
     two.write_text(tiny_yaml(corpus_dir, tmp_path / "two", accum_steps=1, **settings).replace(model, "dropout: 0.0}"))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, "-m", "mt", "train", "-c", str(one)], check=True, env=env, capture_output=True,
-                   cwd=ROOT)
+    source = trained_runs[0] / "checkpoints" / "last.pt"
+    init = ["--init-from", str(source)] if start == "--init-from" else []
+    subprocess.run([sys.executable, "-m", "mt", "train", "-c", str(one), *init], check=True, env=env,
+                   capture_output=True, cwd=ROOT)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    done = subprocess.run(torchrun + ["-m", "mt", "train", "-c", str(two)], env=env, capture_output=True, text=True,
-                          cwd=ROOT)
+    done = subprocess.run(torchrun + ["-m", "mt", "train", "-c", str(two), *init], env=env, capture_output=True,
+                          text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr.count("done: 6 steps") == 1 and "[rank 1]" not in done.stderr  # only the main process reports
     single, ddp = (load_checkpoint(tmp_path / name / "checkpoints" / "last.pt") for name in ("one", "two"))
     assert single["step"] == ddp["step"] == 6 and ddp["world_size"] == 2
+    if init:  # equal parameters at the end, and the single process starts from the weights (tests/test_train.py)
+        assert ddp["init_from"] == single["init_from"] and ddp["init_from"]["checkpoint"] == str(source.resolve())
     for name, tensor in single["model"].items():
         torch.testing.assert_close(ddp["model"][name], tensor, rtol=1e-4, atol=1e-5, msg=name)
     assert single["dev"]["dev_loss"] == pytest.approx(ddp["dev"]["dev_loss"], rel=1e-4)  # gathered from both halves
