@@ -22,13 +22,15 @@ def has_native_bf16(device: torch.device) -> bool:
     slower than fp32. torch reads the CPU's flags through private functions, so their absence means no."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
-    if device.type == "cpu":
-        return any(getattr(torch.cpu, name, lambda: False)()
-                   for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
-    return False
+    return device.type == "cpu" and _cpu_has("_is_avx512_bf16_supported", "_is_amx_tile_supported")
 
 
 def has_int8_products(device: torch.device) -> bool:
     """Whether a CPU multiplies 8-bit integers in hardware (VNNI: AVX512-VNNI or AVX-VNNI, Intel Cascade Lake and
     Alder Lake on, AMD Zen 4 on), where CTranslate2's int8 decoding beat its float32; without VNNI it was slower."""
-    return device.type == "cpu" and getattr(torch.cpu, "_is_vnni_supported", lambda: False)()
+    return device.type == "cpu" and _cpu_has("_is_vnni_supported")
+
+
+def _cpu_has(*checks: str) -> bool:
+    """Whether any of torch.cpu's private flag checks says yes; one this torch lacks says no."""
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)

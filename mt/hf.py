@@ -48,9 +48,9 @@ def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None =
         marian.save_pretrained(staging)  # config.json, generation_config.json, model.safetensors
         save_tokenizer(tokenizer, config, staging, transformers)
         facts = training_facts(state)
-        (staging / EXPORT_META_FILE).write_text(json.dumps({"format": "huggingface", "checkpoint": str(checkpoint),
-                                                     "facts": facts, "config": config_to_dict(config)}, indent=2),
-                                         encoding="utf-8")
+        meta = {"format": "huggingface", "checkpoint": str(checkpoint), "facts": facts,
+                "config": config_to_dict(config)}
+        (staging / EXPORT_META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         (staging / "README.md").write_text(model_card(config, tokenizer, facts, checkpoint, test), encoding="utf-8")
 
 

@@ -110,6 +110,7 @@ class Trainer:
         self.criterion = (SmoothedCrossEntropy(PAD, t.label_smoothing) if device.type == "cpu" else
                           nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=t.label_smoothing, reduction="sum"))
         self.dtype = autocast_dtype(t.precision, device)
+        self.dtype_name = str(self.dtype or torch.float32).removeprefix("torch.")  # for reports: bfloat16, float32
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.dtype == torch.float16)
         self.position = Position()
         self.init_from: dict | None = None  # where the weights came from, when not from a random start
@@ -482,9 +483,8 @@ def _train(config: Config, run_dir: Path, resume: bool, init_from: Path | None, 
         log.info(f"started from the weights of {init_from} (step {start.get('step', 0)}){kept}")
     params = sum(p.numel() for p in trainer.model.parameters())
     processes = f" × {world.size} processes" if world.is_distributed else ""
-    dtype = str(trainer.dtype or torch.float32).removeprefix("torch.")
     log.info(f"model: {params:,} parameters, {config.model.norm}-LN, on {device}{processes}, "
-             f"{dtype} (train.precision {config.train.precision}); "
+             f"{trainer.dtype_name} (train.precision {config.train.precision}); "
              f"{data.train.padding_ratio():.1%} of batch positions are padding")
     trainer.fit()
 

@@ -147,7 +147,7 @@ def main() -> None:
     else:
         trainer, updates, c = peers_workload(args.steps, args.precision)
         args.warmup, args.steps, name = c.WARMUP_STEPS, len(updates) - c.WARMUP_STEPS, "mt"
-    dtype = str(trainer.dtype or torch.float32).removeprefix("torch.")
+    dtype = trainer.dtype_name
     t = trainer.config.train
     compiled = f", compiled ({t.compile_mode}{', length buckets' if t.length_buckets else ''})" if t.compile else ""
     result = run(trainer, updates, args.warmup)
