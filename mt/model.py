@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mt.config import ModelConfig
+from mt.dropout import Dropout
 
 
 def make_pad_mask(tokens: Tensor, pad_idx: int) -> Tensor:
@@ -113,7 +114,7 @@ class AddNorm(nn.Module):
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre_norm = pre_norm
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
@@ -190,7 +191,7 @@ class PositionalEncoding(nn.Module):
         table[:, 0::2] = torch.sin(position * inv_freq)
         table[:, 1::2] = torch.cos(position * inv_freq)
         self.register_buffer("table", table, persistent=False)  # [P, D], rebuilt, never trained
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         return self.dropout(x + self.table[offset:offset + x.size(1)])
@@ -202,7 +203,7 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, d_model: int, dropout: float, max_positions: int):
         super().__init__()
         self.embedding = nn.Embedding(max_positions, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     @property
     def table(self) -> Tensor:

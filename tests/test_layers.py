@@ -11,7 +11,7 @@ LAYERS = [  # bottom up: text → pieces → ids → batches → model → searc
     {"config"},
     {"device", "tokenizer"},
     {"data"},
-    {"batching"},
+    {"batching", "dropout"},
     {"model", "loss"},
     {"cache", "checkpoint", "prepare"},
     {"search"},
