@@ -6,6 +6,10 @@ Each command imports what it needs when it runs, so that `mt --help` answers wit
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import importlib.util
+import inspect
 import logging
 import sys
 import typing
@@ -16,11 +20,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from mt.atomic import CHECKPOINT, PNG, TEXT, atomic_open, check_replaceable
-from mt.config import Device, Engine, Keep, ServeConfig
-from mt.console import setup_logging
-from mt.errors import MtError
-from mt.memory import use_huge_pages
+from mt.core.atomic import CHECKPOINT, PNG, TEXT, atomic_open, check_replaceable
+from mt.config import DecodeConfig, Device, Engine, Keep, ServeConfig, flag_of, help_of
+from mt.core.console import setup_logging
+from mt.core.errors import MtError
+from mt.core.memory import use_huge_pages
 
 log = logging.getLogger(__name__)
 
@@ -51,19 +55,44 @@ ComputeTypeOption = Annotated[str, typer.Option(
     "--compute-type", help="With --engine ctranslate2: CTranslate2's compute type (default, float32, int8, "
     "int8_float32, int16, float16, bfloat16, …; default: the export's own). auto: int8 on a CPU with 8-bit "
     "products in hardware (VNNI), else default.")]
-# Decoding options: each sets the decode config key of DECODE_FLAGS (default: the checkpoint's), checked there.
-BeamOption = Annotated[Optional[int], typer.Option("--beam", help="Beam size; 1 is greedy search.")]
-AlphaOption = Annotated[Optional[float], typer.Option(
-    "--alpha", help="GNMT length penalty: score = log p / ((5 + length) / 6) ** alpha.")]
-MaxLenAOption = Annotated[Optional[float], typer.Option(
-    "--max-len-a", help="Outputs may have up to a · source length + b tokens.")]
-MaxLenBOption = Annotated[Optional[int], typer.Option("--max-len-b", help="See --max-len-a.")]
-NoRepeatOption = Annotated[Optional[int], typer.Option(
-    "--no-repeat-ngram", help="No n-gram of this many tokens twice in an output (0: off).")]
-NbestOption = Annotated[int, typer.Option(
-    "--nbest", help="Print the N best translations of each line as: LINE ||| TRANSLATION ||| SCORE")]
-DECODE_FLAGS = {"beam_size": "--beam", "alpha": "--alpha", "max_len_a": "--max-len-a", "max_len_b": "--max-len-b",
-                "no_repeat_ngram_size": "--no-repeat-ngram", "nbest": "--nbest"}
+
+
+def config_options(name: str, section: type, panel: str, given_only: bool = False):
+    """A command gets one option per key of the config section `section` (its name from the key's flag, its help
+    from the key's), and receives them as `name`: an instance of the section, or with `given_only` a dict of the
+    keys whose options were given (the others stay the checkpoint's). The options are declared once, in
+    mt/config.py, like fairseq's options made from its dataclasses."""
+    hints = typing.get_type_hints(section)
+    keys = dataclasses.fields(section)
+
+    def option(f: dataclasses.Field) -> inspect.Parameter:
+        kind = hints[f.name]
+        kind = typing.get_args(kind)[0] if typing.get_origin(kind) is Annotated else kind
+        return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
+                                 annotation=Annotated[Optional[kind] if given_only else kind,
+                                                      typer.Option(flag_of(f), help=help_of(f),
+                                                                   rich_help_panel=panel)],
+                                 default=None if given_only else f.default)
+
+    def decorate(command):
+        own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != name]
+
+        @functools.wraps(command)
+        def with_section(**values):
+            chosen = {f.name: values.pop(f.name) for f in keys}
+            values[name] = ({k: v for k, v in chosen.items() if v is not None} if given_only
+                            else section(**chosen))
+            return command(**values)
+
+        parameters = own + [option(f) for f in keys]
+        with_section.__signature__ = inspect.Signature(parameters)
+        with_section.__annotations__ = {p.name: p.annotation for p in parameters}
+        return with_section
+
+    return decorate
+
+
+DECODE_FLAGS = {f.name: flag_of(f) for f in dataclasses.fields(DecodeConfig)}  # for errors that name the option
 
 
 @dataclass
@@ -104,7 +133,7 @@ def train(config: ConfigOption, set_: SetOption = None, device: DeviceOption = N
               "schedule (no second warm-up) or data position (repeatable): optimizer, schedule, position.")]
           = None):
     """Train a model: tokenizer (if missing) → data → Transformer → checkpoints in the run directory."""
-    from mt.train import train as run_training
+    from mt.train.loop import train as run_training
 
     if keep and init_from is None:
         raise MtError("--keep goes with --init-from")
@@ -117,7 +146,7 @@ def train(config: ConfigOption, set_: SetOption = None, device: DeviceOption = N
 @app.command()
 def prepare(config: ConfigOption, set_: SetOption = None, run_dir: RunDirOption = None):
     """Prepare a run's data without training: tokenizer (if missing) and the cached token ids."""
-    from mt.prepare import prepare as prepare_run
+    from mt.data.prepare import prepare as prepare_run
 
     prepare_run(_load(config, set_, run_dir=run_dir))
 
@@ -128,7 +157,7 @@ def average(run_dir: Annotated[Path, typer.Argument(help="A run directory (holdi
             output: Annotated[Optional[Path], typer.Option(
                 "--output", "-o", help="Default: RUN_DIR/checkpoints/average.pt")] = None):
     """Average the weights of a run's last N checkpoints into one checkpoint for translate and evaluate."""
-    from mt.checkpoint import average_checkpoints, checkpoint_dir, save_checkpoint
+    from mt.exchange.checkpoint import average_checkpoints, checkpoint_dir, save_checkpoint
 
     output = output or checkpoint_dir(run_dir) / "average.pt"
     _check_outputs((output, CHECKPOINT))
@@ -138,13 +167,12 @@ def average(run_dir: Annotated[Path, typer.Argument(help="A run directory (holdi
 
 
 @app.command()
+@config_options("decode", DecodeConfig, "Decoding (default: the checkpoint's decode settings)", given_only=True)
 def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentences to translate.")] = None,
               input: Annotated[Optional[Path], typer.Option("--input", "-i", help="One sentence per line.")] = None,
               output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None,
               checkpoint: EnsembleOption = None, weights: WeightsOption = None, device: DeviceOption = "auto",
-              engine: EngineOption = "mt", compute_type: ComputeTypeOption = "auto", beam: BeamOption = None,
-              alpha: AlphaOption = None, max_len_a: MaxLenAOption = None,
-              max_len_b: MaxLenBOption = None, no_repeat_ngram: NoRepeatOption = None, nbest: NbestOption = 1,
+              engine: EngineOption = "mt", compute_type: ComputeTypeOption = "auto", decode: dict | None = None,
               attention: Annotated[Optional[Path], typer.Option(
                   "--attention", help="Draw the cross-attention of the translation of one sentence into this PNG: "
                   "a panel per decoder layer, heads averaged.")] = None,
@@ -158,22 +186,22 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
     """
     from tqdm import tqdm
 
-    from mt.translate import load_translator, translate_stream
+    from mt.decode.translator import load_translator, translate_stream
 
     if text and input:
         raise MtError("give sentences as arguments or --input FILE, not both")
-    if attention is not None and (len(text or []) != 1 or engine != "mt" or nbest != 1):
-        raise MtError("--attention draws one translation: give one sentence as an argument (engine mt, nbest 1)")
+    if attention is not None and (len(text or []) != 1 or engine != "mt"):
+        raise MtError("--attention draws one translation: give one sentence as an argument (engine mt)")
     _check_outputs((output, TEXT), (attention, PNG))
     lines, chunk = _input_lines(text, input)  # first: a missing input file is reported before the model loads
     translator = load_translator(checkpoint, device, engine, weights, compute_type)
-    decode = _decode(translator, beam, alpha, max_len_a, max_len_b, no_repeat_ngram, nbest)
+    decode = translator.decode.replace(DECODE_FLAGS, **decode)
     results = translate_stream(lambda lines, first: translator.translate(lines, decode, first), lines, chunk)
     # A progress bar for a person watching the terminal while the translations go to a file or a pipe.
     bar = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty()) and not text
     with _line_writer(output) as write:
         for i, hyps in enumerate(tqdm(results, unit=" lines", disable=not bar, file=sys.stderr)):
-            if nbest == 1:
+            if decode.nbest == 1:
                 write(hyps[0].text)
             else:
                 for t in hyps:
@@ -205,7 +233,7 @@ def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")])
     import torch
     import yaml
 
-    from mt.checkpoint import load_model
+    from mt.exchange.checkpoint import load_model
 
     model, tok, _, state = load_model(checkpoint, torch.device("cpu"))
     dev = state.get("dev") or {}
@@ -232,12 +260,6 @@ def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")])
           end="")
 
 
-def _decode(translator, beam, alpha, max_len_a, max_len_b, no_repeat_ngram, nbest: int = 1):
-    """The model's decode settings with the decoding options given on the command line on top, checked."""
-    return translator.decode.replace(DECODE_FLAGS, beam_size=beam, alpha=alpha, nbest=nbest, max_len_a=max_len_a,
-                                     max_len_b=max_len_b, no_repeat_ngram_size=no_repeat_ngram)
-
-
 def _check_outputs(*outputs) -> None:
     """Refuse, before any work, output paths given as (path or None, kind) where something of another kind is."""
     for path, kind in outputs:
@@ -248,7 +270,7 @@ def _check_outputs(*outputs) -> None:
 def _input_lines(text: list[str] | None, input: Path | None):
     """The lines to translate and how many to translate at a time: the arguments all at once, a file or
     piped stdin in chunks, and a person typing at a terminal line by line."""
-    from mt.lines import iter_file_lines, iter_lines
+    from mt.core.lines import iter_file_lines, iter_lines
 
     if text:
         return text, len(text)
@@ -261,6 +283,7 @@ def _input_lines(text: list[str] | None, input: Path | None):
 
 
 @app.command()
+@config_options("decode", DecodeConfig, "Decoding (default: the checkpoint's decode settings)", given_only=True)
 def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
              config: Annotated[Optional[list[Path]], typer.Option(
                  "--config", "-c", help="Take the test set from this config instead of the checkpoint's.")] = None,
@@ -270,13 +293,11 @@ def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
              hyp: Annotated[Optional[Path], typer.Option("--hyp", help="Score this output; translate nothing.")] = None,
              tgt_lang: Annotated[Optional[str], typer.Option("--tgt-lang", help="For --hyp (default en).")] = None,
              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Save the translations.")] = None,
-             device: DeviceOption = "auto", beam: BeamOption = None, alpha: AlphaOption = None,
-             max_len_a: MaxLenAOption = None, max_len_b: MaxLenBOption = None,
-             no_repeat_ngram: NoRepeatOption = None):
+             device: DeviceOption = "auto", decode: dict | None = None):
     """Translate a test set (the config's, or --src/--ref) and print sacreBLEU BLEU and chrF with signatures."""
     if hyp is not None:  # scoring alone: no torch to load
-        from mt.lines import read_lines
-        from mt.scoring import score
+        from mt.core.lines import read_lines
+        from mt.core.scoring import score
 
         if not ref:
             raise MtError("--hyp needs at least one --ref")
@@ -285,15 +306,15 @@ def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
     if src is not None and not ref:
         raise MtError("--src needs at least one --ref")
     _check_outputs((output, TEXT))
-    from mt.evaluate import evaluate as evaluate_test_set, read_test_files, read_test_set
-    from mt.translate import load_translator
+    from mt.decode.evaluate import evaluate as evaluate_test_set, read_test_files, read_test_set
+    from mt.decode.translator import load_translator
 
     translator = load_translator(checkpoint, device, weights=weights)
     if src is not None:
         sources, references = read_test_files(src, ref)
     else:
         sources, references = read_test_set(_load(config, set_).data if config else translator.config.data)
-    decode = _decode(translator, beam, alpha, max_len_a, max_len_b, no_repeat_ngram)
+    decode = translator.decode.replace(DECODE_FLAGS, **decode)
     print("\n".join(evaluate_test_set(translator, sources, references, decode, output).lines()))
 
 
@@ -312,26 +333,26 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
                "model card.")] = False):
     """Convert a checkpoint and its SentencePiece model into a CTranslate2 or a Hugging Face model directory.
     The directory must be new, or an earlier export, which is replaced whole."""
-    from mt.checkpoint import default_checkpoint
+    from mt.exchange.checkpoint import default_checkpoint
 
     if (ctranslate2 is None) == (huggingface is None):
         raise MtError("give one of --ctranslate2 DIR and --huggingface DIR")
     source = checkpoint or default_checkpoint()
     if ctranslate2 is not None:
-        from mt.ct2 import EXPORT, export_ctranslate2
+        from mt.exchange.ctranslate2 import EXPORT, export_ctranslate2
 
         _check_outputs((ctranslate2, EXPORT))
         export_ctranslate2(source, ctranslate2, quantization)
         log.info(f"exported {source} → {ctranslate2} (translate with: mt translate --engine ctranslate2 "
                  f"--checkpoint {ctranslate2})")
         return
-    from mt.hf import EXPORT, export_huggingface
+    from mt.exchange.huggingface import EXPORT, export_huggingface
 
     _check_outputs((huggingface, EXPORT))  # before the test set is translated
     test = None
     if evaluate:
-        from mt.evaluate import evaluate as evaluate_test_set, read_test_set
-        from mt.translate import load_translator
+        from mt.decode.evaluate import evaluate as evaluate_test_set, read_test_set
+        from mt.decode.translator import load_translator
 
         translator = load_translator(source, "auto")
         test = evaluate_test_set(translator, *read_test_set(translator.config.data), translator.decode)
@@ -341,6 +362,8 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
 
 
 @app.command()
+@config_options("decode", DecodeConfig, "Decoding (default: the checkpoint's decode settings)", given_only=True)
+@config_options("limits", ServeConfig, "Limits and batching")
 def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", compute_type: ComputeTypeOption = "auto",
           device: DeviceOption = "auto",
           host: Annotated[str, typer.Option("--host", help="The address to listen on: 127.0.0.1 is this machine "
@@ -348,39 +371,20 @@ def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", comp
           port: Annotated[int, typer.Option("--port", help="0: any free port (the log line says which).")] = 5000,
           api_keys: Annotated[Optional[Path], typer.Option(
               "--api-keys", help="A file of API keys, one per line: /translate then needs one of them.")] = None,
-          char_limit: Annotated[int, typer.Option(help="Characters per text.")] = ServeConfig.char_limit,
-          batch_limit: Annotated[int, typer.Option(help="Texts per request.")] = ServeConfig.batch_limit,
-          body_limit: Annotated[int, typer.Option(help="Bytes per request body.")] = ServeConfig.body_limit,
-          max_beam: Annotated[int, typer.Option(help="The largest beam a request may ask for.")] = ServeConfig.max_beam,
-          req_limit: Annotated[int, typer.Option(help="Requests per minute per client; 0: no limit.")]
-          = ServeConfig.req_limit,
-          batch_wait_ms: Annotated[float, typer.Option(help="Gathering requests to decode together ends when none "
-                                                       "has come for this long (a request waits at most 10×).")]
-          = ServeConfig.batch_wait_ms,
-          batch_tokens: Annotated[int, typer.Option(help="Source tokens decoded together at most; 1 decodes one "
-                                                    "request at a time.")] = ServeConfig.batch_tokens,
-          queue_size: Annotated[int, typer.Option(help="Requests waiting for the model at most.")]
-          = ServeConfig.queue_size,
-          request_timeout: Annotated[float, typer.Option(help="Seconds a request may wait for its translation.")]
-          = ServeConfig.request_timeout,
-          body_timeout: Annotated[float, typer.Option(help="Seconds a client may take to send a request body.")]
-          = ServeConfig.body_timeout):
+          limits: ServeConfig | None = None, decode: dict | None = None):
     """Serve a model over HTTP: LibreTranslate's API (its clients work unchanged), mt's own API, and a page to try
     it in at /. Concurrent requests are decoded together. SIGTERM or Ctrl-C finish the requests in flight, then stop.
     Needs the serve extra (the README's set-up installs it)."""
-    try:
-        import starlette  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError:
+    if any(importlib.util.find_spec(package) is None for package in ("limits", "starlette", "uvicorn")):
         raise MtError('mt serve needs the serve extra: pip install -e ".[serve]"', exit_code=1)
-    from mt.serve import read_api_keys, serve as run_server
-    from mt.translate import load_translator
+    from mt.serve.app import read_api_keys, serve as run_server
+    from mt.decode.translator import load_translator
 
-    limits = ServeConfig(char_limit=char_limit, batch_limit=batch_limit, body_limit=body_limit, max_beam=max_beam,
-                         req_limit=req_limit, batch_wait_ms=batch_wait_ms, batch_tokens=batch_tokens,
-                         queue_size=queue_size, request_timeout=request_timeout, body_timeout=body_timeout).checked()
+    limits.checked()
     keys = read_api_keys(api_keys) if api_keys else frozenset()
-    run_server(load_translator(checkpoint, device, engine, compute_type=compute_type), engine, limits, host, port, keys)
+    translator = load_translator(checkpoint, device, engine, compute_type=compute_type)
+    translator.config.decode = translator.decode.replace(DECODE_FLAGS, **decode)  # the server's defaults
+    run_server(translator, engine, limits, host, port, keys)
 
 
 @contextmanager

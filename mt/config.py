@@ -1,22 +1,29 @@
-"""Typed configuration: every default lives in these dataclasses, YAML and `--set` only override them.
+"""Typed configuration: every key is declared once here, with its default and its help; YAML files and `--set`
+only override them, and the command line's options, the server's request fields and docs/config.md are made
+from these declarations.
 
 A config file is a YAML mapping with the sections `model`, `tokenizer`, `data`, `train` and `decode`.
-Unknown keys, wrong types and out-of-range values are errors that name the key.
+pydantic checks every key and type against the dataclasses; unknown keys, wrong types and out-of-range values are
+errors that name the key.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
+import re
 import typing
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import ConfigDict, Strict, TypeAdapter, ValidationError
 
-from mt.atomic import atomic_write_bytes
-from mt.errors import MtError
+from mt.core.atomic import atomic_write_bytes
+from mt.core.errors import MtError
 
 log = logging.getLogger(__name__)
 
@@ -31,56 +38,94 @@ Precision = Literal["auto", "fp32", "bf16", "fp16"]  # auto: bf16 where the GPU 
 Keep = Literal["optimizer", "schedule", "position"]  # what a run started from another's weights also takes over
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]  # torch.compile's
 
+# YAML gives every value its type, so a key takes only values of its own type: `true` is not a number, "5" not an
+# int (pydantic's lax mode would convert both). An int is a float too, and a number is a text where a key is one.
+Int = Annotated[int, Strict()]
+Float = Annotated[float, Strict()]
+Bool = Annotated[bool, Strict()]
+
+SECTION = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+
+
+def key(default: Any, help: str, *, flag: str = "", least: float | None = None, per_request: bool = True):
+    """A config key: its default and its help, which --help and docs/config.md show.
+
+    flag: its command-line option's name when not the key's own (beam_size → "beam"); least: the smallest value
+    allowed (for the options that have no section of a config file); per_request: whether a request to
+    `mt serve` may set it.
+    """
+    metadata = {"help": help, "flag": flag, "least": least, "per_request": per_request}
+    if isinstance(default, list) or dataclasses.is_dataclass(default):
+        return field(default_factory=lambda: dataclasses.replace(default) if dataclasses.is_dataclass(default)
+                     else list(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def help_of(f: dataclasses.Field) -> str:
+    return f.metadata.get("help", "")
+
+
+def flag_of(f: dataclasses.Field) -> str:
+    """The command-line option of a key: --beam for decode.beam_size, --max-len-a for decode.max_len_a."""
+    return "--" + (f.metadata.get("flag") or f.name).replace("_", "-")
+
 
 @dataclass
 class ModelConfig:
     """The Transformer's shape. Defaults are the paper's base model."""
 
-    d_model: int = 512
-    num_heads: int = 8
-    d_ff: int = 2048
-    num_encoder_layers: int = 6
-    num_decoder_layers: int = 6
-    dropout: float = 0.1
-    norm: Norm = "post"
-    positions: Positions = "sinusoidal"
-    tie_embeddings: bool = True  # share source/target embeddings and the generator (joint vocabulary only)
-    init_std: float = 0.0  # 0: Glorot-uniform projections (tensor2tensor); > 0: all weights N(0, init_std²) (Marian)
-    max_positions: int = 1024  # rows of the sinusoidal position table
+    __pydantic_config__ = SECTION
+
+    d_model: Int = key(512, "Width of every layer's input and output (the residual stream).")
+    num_heads: Int = key(8, "Attention heads per attention layer; must divide d_model.")
+    d_ff: Int = key(2048, "Inner width of the position-wise feed-forward network.")
+    num_encoder_layers: Int = key(6, "Encoder layers (N in the paper).")
+    num_decoder_layers: Int = key(6, "Decoder layers.")
+    dropout: Float = key(0.1, "Dropout on sub-layer outputs and on embeddings + positions (the paper's P_drop).")
+    norm: Norm = key("post", "post: Add&Norm after each sub-layer, as in the paper; pre: LayerNorm before it.")
+    positions: Positions = key("sinusoidal", "sinusoidal, as in the paper; or learned: a trained vector per "
+                               "position (the paper's Table 3, row E).")
+    tie_embeddings: Bool = key(True, "Share the source and target embeddings and the generator (joint vocabulary "
+                               "only).")
+    init_std: Float = key(0.0, "0: Glorot-uniform projections (tensor2tensor); > 0: every weight drawn from "
+                          "N(0, init_std²), as BERT and Marian do.")
+    max_positions: Int = key(1024, "Rows of the position table: the longest sentence, in tokens, the model reads.")
 
 
 @dataclass
 class TokenizerConfig:
     """SentencePiece BPE. Ids are fixed: pad 0, unk 1, bos 2, eos 3."""
 
-    vocab_size: int = 8000
-    joint: bool = True  # one vocabulary for both languages; False trains one model per language
-    character_coverage: float = 0.9995
-    byte_fallback: bool = True  # unknown characters become UTF-8 byte pieces instead of <unk>
-    sample_size: int = 300_000  # pairs drawn at random from the training corpus to learn the pieces from
-    # Subword regularisation (BPE-dropout, Provilkov et al. 2020): each epoch, training pairs are segmented anew,
-    # each merge skipped with this probability (0: off). Validation and translation always use the best one.
-    sampling_alpha: float = 0.0
+    __pydantic_config__ = SECTION
+
+    vocab_size: Int = key(8000, "Pieces in the vocabulary (of each language, when not joint).")
+    joint: Bool = key(True, "One vocabulary for both languages; false trains one model per language.")
+    character_coverage: Float = key(0.9995, "Share of the training characters that get pieces of their own; the "
+                                    "rarest others become byte pieces or `<unk>`.")
+    byte_fallback: Bool = key(True, "Unknown characters become UTF-8 byte pieces instead of `<unk>`.")
+    sample_size: Int = key(300_000, "Pairs drawn at random from the training corpora to learn the pieces from.")
+    sampling_alpha: Float = key(0.0, "Subword regularisation (BPE-dropout, Provilkov et al. 2020): each epoch, "
+                                "training pairs are segmented anew, each merge skipped with this probability (0: "
+                                "off). Validation and translation always use the best segmentation.")
 
 
 @dataclass
 class CorpusConfig:
-    """Where one split's sentence pairs come from: local files, or a Hugging Face hub dataset.
+    """Where one split's sentence pairs come from: local files, or a Hugging Face hub dataset."""
 
-    path: a prefix of aligned text files (PATH.zh and PATH.en), a .tsv file (source<TAB>target), or a .jsonl
-    file (one object per line). hub: a hub dataset name, with hub_config and split. src_field/tgt_field name the
-    fields of JSONL and hub rows; a dot reaches into a nested field ("translation.zh"); empty means the language
-    code.
-    """
+    __pydantic_config__ = SECTION
 
-    path: str = ""
-    hub: str = ""
-    hub_config: str = ""
-    split: str = "train"
-    src_field: str = ""
-    tgt_field: str = ""
-    max_pairs: int = 0  # training only: a random sample of this many pairs (0: all), e.g. of a large corpus
-    repeat: int = 1  # training only: each pair this many times per epoch, to weigh a small corpus up
+    path: str = key("", "A prefix of aligned text files (PATH.zh and PATH.en, or .gz), a .tsv file "
+                    "(source<TAB>target), or a .jsonl file (one object per line). Relative to where mt runs.")
+    hub: str = key("", "A Hugging Face hub dataset name, instead of path.")
+    hub_config: str = key("", "The hub dataset's configuration (e.g. en-zh).")
+    split: str = key("train", "The hub dataset's split; slices work, e.g. train[:1000000].")
+    src_field: str = key("", "The source field of JSONL and hub rows; a dot reaches into a nested field "
+                         "(translation.zh). Empty: the source language's code.")
+    tgt_field: str = key("", "The target field, as src_field.")
+    max_pairs: Int = key(0, "Training corpora only: a random sample of this many pairs, the same on every run with "
+                         "the same seed (0: all).")
+    repeat: Int = key(1, "Training corpora only: each pair this many times per epoch, to weigh a small corpus up.")
 
     @property
     def is_set(self) -> bool:
@@ -89,15 +134,20 @@ class CorpusConfig:
 
 @dataclass
 class DataConfig:
-    src_lang: str = "zh"
-    tgt_lang: str = "en"
-    train: CorpusConfig = field(default_factory=CorpusConfig)
-    extra_train: list[CorpusConfig] = field(default_factory=list)  # more training corpora, mixed with train
-    dev: CorpusConfig = field(default_factory=lambda: CorpusConfig(split="validation"))
-    test: CorpusConfig = field(default_factory=lambda: CorpusConfig(split="test"))
-    max_len: int = 128  # pairs with more tokens on either side are dropped from training (and counted)
-    chinese_script: Script = "simplified"  # a zh side is converted to this script (OpenCC) before tokenising
-    dev_max_sentences: int = 0  # validate on the first N dev pairs (0: all)
+    """The language pair and its corpora."""
+
+    __pydantic_config__ = SECTION
+
+    src_lang: str = key("zh", "Source language code.")
+    tgt_lang: str = key("en", "Target language code; BLEU picks sacreBLEU's tokenizer for it.")
+    train: CorpusConfig = key(CorpusConfig(), "The training corpus.")
+    extra_train: list[CorpusConfig] = key([], "More training corpora, mixed with train.")
+    dev: CorpusConfig = key(CorpusConfig(split="validation"), "The dev corpus: validation's loss and scores.")
+    test: CorpusConfig = key(CorpusConfig(split="test"), "The test corpus of `mt evaluate`.")
+    max_len: Int = key(128, "Training pairs with more tokens on either side are dropped (and counted).")
+    chinese_script: Script = key("simplified", "A Chinese side is converted to this script (OpenCC) before "
+                                 "tokenising, in training and translation alike; keep: as it is.")
+    dev_max_sentences: Int = key(0, "Validate on the first N dev pairs (0: all).")
 
     def training_corpora(self) -> dict[str, CorpusConfig]:
         """data.train and data.extra_train, by the names that errors and reports give them."""
@@ -113,44 +163,56 @@ class DataConfig:
 class TrainConfig:
     """The training loop. Defaults are the paper's optimiser and schedule."""
 
-    run_dir: str = ""  # empty: runs/<config file name>
-    seed: int = 1
-    device: Device = "auto"
-    max_steps: int = 100_000
-    max_minutes: float = 0.0  # also stop after this many minutes of training, validations included (0: no limit)
-    max_tokens: int = 25_000  # a batch holds at most this many padded tokens (per side)
-    warmup_steps: int = 4000
-    lr_scale: float = 1.0  # multiplies the paper's rate d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.98
-    adam_eps: float = 1e-9
-    label_smoothing: float = 0.1
-    clip_grad_norm: float = 0.0  # 0: no clipping (the paper does not clip)
-    accum_steps: int = 1  # batches whose gradients are summed into one update (per process)
-    precision: Precision = "auto"  # fp16 adds a dynamic loss scaler
-    compile: bool = False  # torch.compile the model: one graph per length bucket, or one with dynamic shapes
-    compile_mode: CompileMode = "default"  # "reduce-overhead" replays CUDA graphs (GPU, with length buckets)
-    length_buckets: list[int] = field(default_factory=list)  # e.g. [16, 32, 64, 128]: batches of fixed shapes
-    num_workers: int = 0  # processes that build batches ahead of the model (0: the training process itself)
-    patience: int = 0  # stop after this many validations without a better dev BLEU (0: never stop early)
-    tensorboard: bool = True  # also write TensorBoard event files to RUN/tensorboard
-    log_every: int = 100
-    eval_every: int = 1000
-    keep_last: int = 5  # step checkpoints kept besides last.pt and best.pt
+    __pydantic_config__ = SECTION
+
+    run_dir: str = key("", "Where the run's files go (empty: runs/<first config file's name>).")
+    seed: Int = key(1, "Seeds the initial weights, the data order, the samples and dropout.")
+    device: Device = key("auto", "auto: cuda when there is a GPU, else cpu.")
+    max_steps: Int = key(100_000, "Updates to train for.")
+    max_minutes: Float = key(0.0, "Also stop after this many minutes of training, validations included; it "
+                             "validates and saves first (0: no limit).")
+    max_tokens: Int = key(25_000, "Tokens per batch and side, padding included.")
+    warmup_steps: Int = key(4000, "Updates of linear learning-rate warm-up before the inverse square root decay.")
+    lr_scale: Float = key(1.0, "Multiplies the paper's rate d_model^-0.5 · min(step^-0.5, step · warmup^-1.5).")
+    adam_beta1: Float = key(0.9, "Adam's β1.")
+    adam_beta2: Float = key(0.98, "Adam's β2.")
+    adam_eps: Float = key(1e-9, "Adam's ε.")
+    label_smoothing: Float = key(0.1, "Label smoothing ε_ls of the cross entropy.")
+    clip_grad_norm: Float = key(0.0, "Clip the gradient's norm to this (0: no clipping; the paper does not clip).")
+    accum_steps: Int = key(1, "Batches whose gradients are summed into one update (per process).")
+    precision: Precision = key("auto", "auto: bf16 autocast on a GPU or CPU that has bf16 in hardware, else fp32; "
+                               "fp16 adds a dynamic loss scaler.")
+    compile: Bool = key(False, "torch.compile the model: one graph per length bucket, or one with dynamic shapes.")
+    compile_mode: CompileMode = key("default", "torch.compile's mode; reduce-overhead replays CUDA graphs (a GPU, "
+                                    "with length_buckets).")
+    length_buckets: list[Int] = key([], "E.g. [16, 32, 64, 128]: every batch padded to one of these lengths, so "
+                                    "that a compiled model meets a few fixed shapes (empty: none).")
+    num_workers: Int = key(0, "Processes that build batches ahead of the model (0: the training process itself).")
+    patience: Int = key(0, "Stop after this many validations without a better dev BLEU (0: never stop early).")
+    tensorboard: Bool = key(True, "Also write TensorBoard event files to RUN/tensorboard.")
+    log_every: Int = key(100, "Updates between lines of the training log.")
+    eval_every: Int = key(1000, "Updates between validations, each followed by a checkpoint.")
+    keep_last: Int = key(5, "Step checkpoints kept besides last.pt and best.pt.")
 
 
 @dataclass
 class DecodeConfig:
-    """Translation. Defaults are the paper's beam search (section 6.1: beam 4, length penalty 0.6)."""
+    """Translation: the checkpoint's defaults for `mt translate`, `mt evaluate` and `mt serve`, each of which the
+    command line (and a request to the server) can change. Defaults are the paper's beam search (section 6.1)."""
 
-    beam_size: int = 4  # 1: greedy search
-    alpha: float = 0.6  # GNMT length penalty: scores are log-probability / ((5 + length) / 6) ** alpha
-    nbest: int = 1  # translations returned per sentence
-    max_len_a: float = 2.0  # an output may have up to a * source_length + b tokens
-    max_len_b: int = 10
-    min_len: int = 0  # no EOS before this many output tokens
-    no_repeat_ngram_size: int = 0  # > 0: no n-gram of this many tokens twice in an output (stops loops); 0: off
-    max_tokens: int = 4000  # source tokens per decoding batch (sentences sorted by length, then grouped)
+    __pydantic_config__ = SECTION
+
+    beam_size: Int = key(4, "Beam size; 1 is greedy search.", flag="beam")
+    alpha: Float = key(0.6, "GNMT length penalty: score = log p / ((5 + length) / 6) ** alpha.")
+    nbest: Int = key(1, "Translations given per sentence, best first (at most the beam size); more than 1 prints "
+                     "LINE ||| TRANSLATION ||| SCORE.")
+    max_len_a: Float = key(2.0, "Outputs may have up to a · source length + b tokens.")
+    max_len_b: Int = key(10, "The b of max_len_a.")
+    min_len: Int = key(0, "No end of sentence before this many output tokens.")
+    no_repeat_ngram_size: Int = key(0, "No n-gram of this many tokens twice in an output (0: off).",
+                                    flag="no_repeat_ngram")
+    max_tokens: Int = key(4000, "Source tokens per decoding batch (sentences sorted by length, then grouped).",
+                          per_request=False)
 
     def replace(self, names: dict[str, str] | None = None, **values) -> DecodeConfig:
         """A copy with the given values (None: keep this one's), checked; see `checked` for `names`."""
@@ -169,46 +231,60 @@ class DecodeConfig:
             (self.no_repeat_ngram_size >= 0, "no_repeat_ngram_size", "must be 0 (off) or more"),
             (self.max_tokens > 0, "max_tokens", "must be positive"),
         ]
-        for ok, key, why in checks:
+        for ok, name, why in checks:
             if not ok:
-                where = f"{names[key]} {getattr(self, key)}" if names and key in names else f"config key decode.{key}"
+                where = f"{names[name]} {getattr(self, name)}" if names and name in names else f"config key decode.{name}"
                 raise MtError(f"{where}: {why}")
         return self
 
 
 @dataclass
 class ServeConfig:
-    """`mt serve`'s limits and batching (command-line options, not a config file's section). LibreTranslate leaves
-    its limits unlimited by default; a server open to others needs some, so these are on."""
+    """`mt serve`'s limits and batching: command-line options, not a section of a config file. LibreTranslate
+    leaves its limits unlimited by default; a server open to others needs some, so these are on."""
 
-    char_limit: int = 5000        # characters per text; more: 400
-    batch_limit: int = 64         # texts per request (`q` as a list); more: 400
-    body_limit: int = 1_000_000   # bytes per request body; more: 413
-    max_beam: int = 16            # the largest beam (and n-best) a request may ask for
-    req_limit: int = 0            # requests per minute per client (its API key, else its address); more: 429; 0: off
-    batch_wait_ms: float = 5.0    # how long a request waits for others to be decoded with
-    batch_tokens: int = 4000      # source tokens gathered into one decoding round at most
-    queue_size: int = 256         # requests waiting for the model at most; more: 503
-    request_timeout: float = 60.0  # seconds a request may wait for its translation; more: 503
-    body_timeout: float = 10.0    # seconds a client may take to send its request body; more: 408
+    __pydantic_config__ = SECTION
+
+    char_limit: Int = key(5000, "Characters per text; more: 400.", least=1)
+    batch_limit: Int = key(64, "Texts per request (q as a list); more: 400.", least=1)
+    body_limit: Int = key(1_000_000, "Bytes per request body; more: 413.", least=1)
+    max_beam: Int = key(16, "The largest beam (and n-best) a request may ask for.", least=1)
+    req_limit: Int = key(0, "Requests per minute per client (its API key, else its address); more: 429; 0: no "
+                         "limit.", least=0)
+    batch_wait_ms: Float = key(5.0, "Gathering requests to decode together ends when none has come for this long "
+                               "(a request waits at most 10×).", least=0)
+    batch_tokens: Int = key(4000, "Source tokens decoded together at most; 1 decodes one request at a time.",
+                            least=1)
+    queue_size: Int = key(256, "Requests waiting for the model at most; more: 503.", least=1)
+    request_timeout: Float = key(60.0, "Seconds a request may wait for its translation; more: 503.", least=1e-3)
+    body_timeout: Float = key(10.0, "Seconds a client may take to send its request body; more: 408.", least=1e-3)
 
     def checked(self) -> ServeConfig:
         """self, after the range checks; errors name the command-line option."""
-        for name, value in dataclasses.asdict(self).items():
-            least = 0 if name in ("req_limit", "batch_wait_ms") else 1e-3 if "timeout" in name else 1
+        for f in dataclasses.fields(self):
+            value, least = getattr(self, f.name), f.metadata["least"]
             if value < least:
-                why = "0 or more" if least == 0 else "positive"
-                raise MtError(f"--{name.replace('_', '-')} {value}: must be {why}")
+                raise MtError(f"{flag_of(f)} {value}: must be {'0 or more' if least == 0 else 'positive'}")
         return self
 
 
 @dataclass
 class Config:
-    model: ModelConfig = field(default_factory=ModelConfig)
-    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    __pydantic_config__ = SECTION
+
+    model: ModelConfig = key(ModelConfig(), "The Transformer's shape.")
+    tokenizer: TokenizerConfig = key(TokenizerConfig(), "SentencePiece BPE.")
+    data: DataConfig = key(DataConfig(), "The language pair and its corpora.")
+    train: TrainConfig = key(TrainConfig(), "The training loop.")
+    decode: DecodeConfig = key(DecodeConfig(), "Translation's defaults.")
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 reads 1e-9 as a text (its floats need a dot); this reads it as the number, as YAML 1.2 does."""
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+                              list("-+0123456789"))
 
 
 def load_config(paths: list[str | Path] = (), overrides: list[str] = (), run_dir: str = "") -> Config:
@@ -218,12 +294,16 @@ def load_config(paths: list[str | Path] = (), overrides: list[str] = (), run_dir
     for path in paths:
         _merge(raw, _read_yaml(path))
     for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
             raise MtError(f"--set {item!r}: expected KEY=VALUE, e.g. train.max_steps=200")
-        _set_dotted(raw, key.strip().split("."), yaml.safe_load(value))
+        keys = name.strip().split(".")
+        update: dict = {keys[-1]: yaml.load(value, Loader=_Loader)}
+        for part in reversed(keys[:-1]):
+            update = {part: update}
+        _merge(raw, update)
     source = " + ".join([str(p) for p in paths] + (["--set"] if overrides else [])) or "defaults"
-    config = _build(Config, raw, prefix="", source=source)
+    config = _build(raw, source)
     if run_dir:
         config.train.run_dir = run_dir
     if not config.train.run_dir:
@@ -240,21 +320,21 @@ def _read_yaml(path: Path) -> dict:
     except UnicodeDecodeError:
         raise MtError(f"{path}: config is not valid UTF-8")
     try:
-        raw = yaml.safe_load(text) or {}
+        raw = yaml.load(text, Loader=_Loader) or {}
     except yaml.YAMLError as e:
         raise MtError(f"{path}: not valid YAML ({str(e).splitlines()[0]})")
     if not isinstance(raw, dict):
         raise MtError(f"{path}: a config must be a YAML mapping of sections")
-    return raw
+    return {name: {} if section is None else section for name, section in raw.items()}  # `decode:` alone is empty
 
 
 def _merge(base: dict, update: dict) -> None:
     """Deep-merge `update` into `base`: a later file overrides single keys, not whole sections."""
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
+    for name, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(name), dict):
+            _merge(base[name], value)
         else:
-            base[key] = value
+            base[name] = value
 
 
 def config_to_dict(config: Config) -> dict:
@@ -264,7 +344,7 @@ def config_to_dict(config: Config) -> dict:
 def config_from_dict(raw: dict, source: str = "checkpoint") -> Config:
     """The config stored in a checkpoint. Keys this version of mt no longer has (from a checkpoint of an
     earlier version) are dropped with a warning; the defaults stand for keys it did not have yet."""
-    config = _build(Config, raw, prefix="", source=source, strict=False)
+    config = _build(raw, source, strict=False)
     validate(config)
     return config
 
@@ -272,6 +352,73 @@ def config_from_dict(raw: dict, source: str = "checkpoint") -> Config:
 def save_config(config: Config, path: Path) -> None:
     text = yaml.safe_dump(config_to_dict(config), sort_keys=False, allow_unicode=True)
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@cache
+def _validator() -> TypeAdapter:
+    return TypeAdapter(Config)
+
+
+UNKNOWN = ("unexpected_keyword_argument", "extra_forbidden")
+
+
+def _build(raw: Any, source: str, strict: bool = True) -> Config:
+    """The Config that `raw` describes, every key and type checked by pydantic; the first error, named by its
+    key. Not strict: unknown keys are dropped with a warning."""
+    if not isinstance(raw, dict):
+        raise MtError(f"{source}: a config must be a mapping of sections")
+    try:
+        return _validator().validate_python(raw)
+    except ValidationError as e:
+        errors = e.errors()
+    unknown = [error for error in errors if error["type"] in UNKNOWN]
+    if strict or len(unknown) < len(errors):
+        raise MtError(f"{source}: {_message(next(x for x in errors if strict or x['type'] not in UNKNOWN))}")
+    raw = copy.deepcopy(raw)
+    for error in unknown:
+        *parents, name = error["loc"]
+        section = raw
+        for part in parents:
+            section = section[part]
+        log.warning(f"{source}: ignoring config key {_dotted(error['loc'])}, unknown to this version of mt")
+        del section[name]
+    return _build(raw, source, strict)
+
+
+def _dotted(loc: tuple) -> str:
+    """pydantic's location of a value → the config key: ("data", "extra_train", 1, "path") → data.extra_train[1].path"""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+
+
+def _message(error: dict) -> str:
+    """One pydantic error → a line that names the config key."""
+    loc, kind, value = error["loc"], error["type"], error.get("input")
+    name = _dotted(loc) or "the top level"
+    if kind in UNKNOWN:
+        section = _section_at(loc[:-1])
+        where = _dotted(loc[:-1]) or "the top level"
+        return f"unknown config key {name} (known in {where}: {', '.join(f.name for f in dataclasses.fields(section))})"
+    if kind == "literal_error":
+        allowed = re.findall(r"'([^']*)'", error["msg"])
+        return f"config key {name}: must be one of {', '.join(allowed)}, got {value!r}"
+    if kind in ("dataclass_type", "dict_type", "model_type"):
+        return f"config key {name} must be a mapping"
+    if kind == "list_type":
+        return f"config key {name} must be a list"
+    expected = {"int": "int", "float": "float", "bool": "bool", "string": "str"}.get(kind.split("_")[0])
+    if expected:
+        return f"config key {name} must be {expected}, got {value!r}"
+    return f"config key {name}: {error['msg']}"
+
+
+def _section_at(loc: tuple) -> type:
+    """The dataclass of the section at a location: () → Config, ("data", "extra_train", 0) → CorpusConfig."""
+    section = Config
+    for part in loc:
+        if isinstance(part, str):
+            kind = typing.get_type_hints(section)[part]
+            section = typing.get_args(kind)[0] if typing.get_origin(kind) is list else kind
+    return section
 
 
 def validate(config: Config) -> None:
@@ -326,59 +473,3 @@ def validate(config: Config) -> None:
             raise MtError(f"config key data.{name}: only training corpora are sampled (max_pairs) or repeated")
         if name.startswith("extra") and not corpus.is_set:
             raise MtError(f"config key data.{name}: no corpus given (set path or hub)")
-
-
-def _set_dotted(raw: dict, keys: list[str], value) -> None:
-    for key in keys[:-1]:
-        raw = raw.setdefault(key, {})
-        if not isinstance(raw, dict):
-            raise MtError(f"--set {'.'.join(keys)}: {key} is not a section")
-    raw[keys[-1]] = value
-
-
-def _build(cls, raw, prefix: str, source: str, strict: bool = True):
-    """Make dataclass `cls` from a mapping, checking every key and type."""
-    where = prefix.rstrip(".") or "the top level"
-    if not isinstance(raw, dict):
-        raise MtError(f"{source}: config key {where} must be a mapping")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    unknown = sorted(set(raw) - set(fields))
-    if unknown and strict:
-        raise MtError(f"{source}: unknown config key {prefix}{unknown[0]} (known in {where}: {', '.join(fields)})")
-    for name in unknown:
-        log.warning(f"{source}: ignoring config key {prefix}{name}, unknown to this version of mt")
-    values = {}
-    for name, value in raw.items():
-        if name in unknown:
-            continue
-        kind = hints[name]
-        if dataclasses.is_dataclass(kind):
-            values[name] = _build(kind, value or {}, f"{prefix}{name}.", source, strict)
-        elif typing.get_origin(kind) is list:  # a list of sections (data.extra_train) or of values
-            if not isinstance(value, list):
-                raise MtError(f"{source}: config key {prefix}{name} must be a list")
-            item = typing.get_args(kind)[0]
-            values[name] = [_build(item, v or {}, f"{prefix}{name}[{i}].", source, strict)
-                            if dataclasses.is_dataclass(item) else _check_type(v, item, f"{prefix}{name}[{i}]", source)
-                            for i, v in enumerate(value)]
-        else:
-            values[name] = _check_type(value, kind, f"{prefix}{name}", source)
-    return cls(**values)
-
-
-def _check_type(value, kind, key: str, source: str):
-    if typing.get_origin(kind) is Literal:  # one of a few words
-        if value in typing.get_args(kind):
-            return value
-        raise MtError(f"{source}: config key {key}: must be one of {', '.join(typing.get_args(kind))}, got {value!r}")
-    if kind is float and not isinstance(value, bool) and isinstance(value, (int, str)):
-        try:  # YAML 1.1 reads "1e-9" as a string
-            return float(value)
-        except ValueError:
-            pass
-    if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)  # e.g. a hub config named "2019"
-    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-        return value
-    raise MtError(f"{source}: config key {key} must be {kind.__name__}, got {value!r}")

@@ -19,9 +19,9 @@ from matplotlib import font_manager  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ft2font import FT2Font  # noqa: E402
 
-from mt.atomic import PNG, atomic_write_bytes  # noqa: E402
-from mt.errors import MtError  # noqa: E402
-from mt.translate import Attention  # noqa: E402
+from mt.core.atomic import PNG, atomic_write_bytes  # noqa: E402
+from mt.core.errors import MtError  # noqa: E402
+from mt.decode.translator import Attention  # noqa: E402
 
 log = logging.getLogger(__name__)
 

@@ -124,7 +124,7 @@ def main() -> None:
 
 HOLD = """import sys, time
 from pathlib import Path
-from mt.run_lock import lock_run_dir
+from mt.core.run_lock import lock_run_dir
 with lock_run_dir(Path(sys.argv[1]), "mt train"):
     print("locked", flush=True)
     time.sleep(120)

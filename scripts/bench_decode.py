@@ -35,7 +35,7 @@ PEERS = ROOT.parent / "shared" / "bench" / "peers"
 NEWS = ROOT.parent / "shared" / "data" / "zh-en" / "wmt21" / "newstest2021.zh-en.zh"
 ENGINES = ("mt", "ctranslate2 float32", "ctranslate2 int8")  # an engine, and CTranslate2's compute type
 PEER_VENVS = Path("/tmp/peers")  # where the harness's install_peers.sh puts them
-PEER_DECODERS = {  # harness name → (its venv, its decoding benchmark); CTranslate2 with its faster fp32 model
+PEER_DECODERS = {  # harness name → (its venv, its decoding benchmark); CTranslate2 with OpenNMT-py's model, float32
     "torchref": ("torchref", ["bench_torchref.py", "decode"]),
     "hf": ("hf", ["bench_hf.py", "decode"]),
     "onmt": ("onmt", ["bench_onmt.py", "decode"]),
@@ -56,8 +56,8 @@ def synthetic(engine: str) -> list[dict]:
     import torch
 
     from mt.config import ModelConfig
-    from mt.model import Transformer
-    from mt.tokenizer import EOS, PAD
+    from mt.model.transformer import Transformer
+    from mt.data.tokenizer import EOS, PAD
 
     c = peers_common()
     torch.manual_seed(c.SEED)
@@ -96,11 +96,11 @@ def real(engine: str, checkpoint: Path, sentences: int) -> list[dict]:
     import torch
 
     torch.set_num_threads(2)
-    from mt.translate import load_translator
+    from mt.decode.translator import load_translator
 
     lines = NEWS.read_text(encoding="utf-8").splitlines()[:sentences]
     if engine != "mt":
-        from mt.ct2 import export_ctranslate2
+        from mt.exchange.ctranslate2 import export_ctranslate2
 
         directory = Path(tempfile.mkdtemp()) / "ct2"
         export_ctranslate2(checkpoint, directory)
@@ -121,26 +121,21 @@ def real(engine: str, checkpoint: Path, sentences: int) -> list[dict]:
 
 def _mt_decoder(model, batch_size: int, fixed_length: int):
     """decode(beam, id lists) → output tokens produced, in batches as the peers form them (not mt's own
-    length-sorted token batches), with weights packed as mt's Searcher packs them."""
+    length-sorted token batches), each batch searched by mt's Searcher (its weights packed as in `mt translate`)."""
     import torch
 
-    from mt.batching import pad_ids
-    from mt.packing import PackedWeights
-    from mt.search import beam_search, greedy_search
+    from mt.config import DecodeConfig
+    from mt.decode.search import Searcher
 
-    packed = PackedWeights()
+    searcher = Searcher(model, torch.device("cpu"))
 
     def decode(beam: int, sources: list[list[int]]) -> int:
+        settings = DecodeConfig(beam_size=beam, alpha=0.0, min_len=fixed_length)
         produced = 0
         for start in range(0, len(sources), batch_size):
-            src = pad_ids(sources[start:start + batch_size])
-            limit = torch.full((src.size(0),), fixed_length)
-            with packed.applied([model.decoder, model.generator], rows=src.size(0) * beam):
-                if beam == 1:
-                    outputs = [h.tokens for h in greedy_search(model, src, limit, min_len=fixed_length)]
-                else:
-                    outputs = [hyps[0].tokens for hyps in beam_search(model, src, limit, beam, min_len=fixed_length)]
-            produced += sum(len(o) for o in outputs)
+            batch = sources[start:start + batch_size]
+            found = searcher.search_batch(batch, [fixed_length] * len(batch), settings)
+            produced += sum(len(hyps[0].tokens) for hyps in found)
         return produced
 
     return decode
@@ -151,7 +146,7 @@ def _ct2_decoder(model, vocabulary: list[str], batch_size: int, threads: int, fi
     computing in `compute_type`."""
     import ctranslate2
 
-    from mt.ct2 import model_spec
+    from mt.exchange.ctranslate2 import model_spec
 
     directory = tempfile.mkdtemp()
     spec = model_spec(model, vocabulary, vocabulary)
@@ -223,7 +218,7 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "ENGINE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        from mt.memory import use_huge_pages
+        from mt.core.memory import use_huge_pages
 
         use_huge_pages()  # as the `mt` command does
         workload, engine = args.child

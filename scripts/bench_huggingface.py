@@ -78,8 +78,8 @@ def main() -> None:
         return transformers_side(args.child, args.batch_size)
     import torch
 
-    from mt.hf import export_huggingface
-    from mt.translate import load_translator
+    from mt.exchange.huggingface import export_huggingface
+    from mt.decode.translator import load_translator
 
     torch.set_num_threads(2)
     lines = TEST.read_text(encoding="utf-8").splitlines()

@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mt.config import load_config  # noqa: E402
-from mt.console import setup_logging  # noqa: E402
-from mt.prepare import prepare_data  # noqa: E402
+from mt.core.console import setup_logging  # noqa: E402
+from mt.data.prepare import prepare_data  # noqa: E402
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ def offline(checkpoint: Path, engine: str, sentences: list[str]) -> tuple[list[s
     """The translations of `mt translate --input`'s own path (Translator.translate_lines) and its sent/s."""
     import torch
 
-    from mt.translate import load_translator
+    from mt.decode.translator import load_translator
 
     torch.set_num_threads(2)
     translator = load_translator(checkpoint, "cpu", engine)
@@ -118,7 +118,7 @@ def main() -> None:
     sentences = [s for s in TEST.read_text(encoding="utf-8").splitlines() if s.strip()]
     model = args.checkpoint
     if args.engine == "ctranslate2":
-        from mt.ct2 import export_ctranslate2
+        from mt.exchange.ctranslate2 import export_ctranslate2
 
         model = Path(tempfile.mkdtemp()) / "ct2"
         export_ctranslate2(args.checkpoint, model)

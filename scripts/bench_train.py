@@ -34,14 +34,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 PEERS = ROOT.parent / "shared" / "bench" / "peers"
 
-from mt.batching import make_batch  # noqa: E402
+from mt.data.batching import make_batch  # noqa: E402
 from mt.config import Config, ModelConfig, Precision, TrainConfig, load_config  # noqa: E402
-from mt.device import resolve_device  # noqa: E402
-from mt.memory import use_huge_pages  # noqa: E402
-from mt.model import Transformer  # noqa: E402
-from mt.tokenizer import BOS, PAD  # noqa: E402
-from mt.prepare import prepare_data  # noqa: E402
-from mt.train import Trainer  # noqa: E402
+from mt.core.device import resolve_device  # noqa: E402
+from mt.core.memory import use_huge_pages  # noqa: E402
+from mt.model.transformer import Transformer  # noqa: E402
+from mt.data.tokenizer import BOS, PAD  # noqa: E402
+from mt.data.prepare import prepare_data  # noqa: E402
+from mt.train.trainer import Trainer  # noqa: E402
+from mt.train.updates import loader, step_batches  # noqa: E402
 
 
 def matmul_weights(model: Transformer) -> tuple[int, int]:
@@ -85,7 +86,7 @@ def peers_workload(steps: int | None, precision: str) -> tuple[Trainer, list, ob
                     train=TrainConfig(label_smoothing=c.LABEL_SMOOTHING, precision=precision, tensorboard=False,
                                       run_dir=tempfile.mkdtemp()))
     vocab = SimpleNamespace(src_vocab_size=c.VOCAB, tgt_vocab_size=c.VOCAB)  # ids only: no SentencePiece here
-    trainer = Trainer(config, SimpleNamespace(tokenizer=vocab), torch.device("cpu"))
+    trainer = Trainer(config, vocab, torch.device("cpu"))
     # The harness's pairs already end in EOS with words at ids ≥ 4; mt's targets start with BOS.
     batches = [[make_batch([s for s, _ in pairs], [[BOS] + t for _, t in pairs])]
                for pairs in c.train_batches(c.WARMUP_STEPS + (steps or c.TIMED_STEPS))]
@@ -99,12 +100,12 @@ def config_workload(path: str, overrides: list[str], steps: int, warmup: int) ->
     data = prepare_data(config, Path(config.train.run_dir), None)
     print(f"data prepared in {time.perf_counter() - start:.1f}s; "
           f"{data.train.padding_ratio():.1%} of batch positions are padding")
-    trainer = Trainer(config, data, resolve_device(config.train.device))
+    trainer = Trainer(config, data.tokenizer, resolve_device(config.train.device))
     updates, epoch = [], 0
     while len(updates) < warmup + steps:  # the loader builds each update's batches, as in `mt train`
-        updates += trainer.step_batches(data.train, epoch)
+        updates += step_batches(data.train, epoch, config.train.accum_steps, trainer.world)
         epoch += 1
-    return trainer, trainer.loader(data.train, updates[:warmup + steps])
+    return trainer, loader(data.train, updates[:warmup + steps], config.train.num_workers, trainer.device)
 
 
 def run(trainer: Trainer, updates, warmup: int) -> dict:

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from mt.config import Config, ModelConfig, TokenizerConfig, load_config
-from mt.model import Transformer
-from mt.tokenizer import PAD, Tokenizer, train_tokenizer
-from mt.train import train
+from mt.model.transformer import Transformer
+from mt.data.tokenizer import PAD, Tokenizer, train_tokenizer
+from mt.train.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "zh-en"

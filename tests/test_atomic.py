@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mt.atomic import CHECKPOINT, PNG, TEXT, Kind, atomic_directory, atomic_open, atomic_write_bytes
-from mt.errors import MtError
+from mt.core.atomic import CHECKPOINT, PNG, TEXT, Kind, atomic_directory, atomic_open, atomic_write_bytes
+from mt.core.errors import MtError
 
 
 def test_a_full_disk_keeps_the_old_file(tmp_path, monkeypatch):

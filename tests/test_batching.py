@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from mt.batching import TrainBatches, bucket_batches, bucket_shape, make_batch, source_batches, token_batches
+from mt.data.batching import TrainBatches, bucket_batches, bucket_shape, make_batch, source_batches, token_batches
 from mt.config import CorpusConfig, DataConfig
-from mt.data import encode_corpus, filter_pairs, lengths, read_corpus
-from mt.tokenizer import BOS, EOS, PAD
+from mt.data.corpora import encode_corpus, filter_pairs, lengths, read_corpus
+from mt.data.tokenizer import BOS, EOS, PAD
 
 
 def test_targets_are_shifted_by_one():

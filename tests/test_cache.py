@@ -4,9 +4,9 @@ cached step gives the decoder output of the whole prefix (search tests check who
 import torch
 
 from conftest import tiny_model
-from mt.cache import DecoderCache, SelfAttentionCache
-from mt.model import make_pad_mask, make_tgt_mask
-from mt.tokenizer import BOS, EOS, PAD
+from mt.decode.cache import DecoderCache, SelfAttentionCache
+from mt.model.transformer import make_pad_mask, make_tgt_mask
+from mt.data.tokenizer import BOS, EOS, PAD
 
 
 def test_kept_keys_and_values_grow_and_reorder_like_concatenation():

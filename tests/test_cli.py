@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from conftest import SHARED, require_shared, tiny_yaml, write_lines
 from mt.cli import GlobalOptions, app
-from mt.errors import MtError
+from mt.core.errors import MtError
 
 
 def mt(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -275,3 +275,43 @@ def test_ensembles_translate_and_evaluate_and_refuse_what_does_not_fit(workdir, 
     for args, words in refused:
         done = mt_in_process(*args, cwd=workdir)
         assert isinstance(done.exception, MtError) and words in str(done.exception), (args, done.output)
+
+
+def test_the_checkpoints_decode_settings_are_the_defaults_nbest_included(workdir, tmp_path):
+    """Every decode option defaults to the checkpoint's decode section: a model saved with nbest 2 prints its two
+    best translations unless --nbest says otherwise."""
+    state = torch.load(workdir / "runs/tiny/checkpoints/best.pt", weights_only=True)
+    state["config"]["decode"].update(beam_size=3, nbest=2)
+    torch.save(state, tmp_path / "nbest.pt")
+    two = mt_in_process("translate", "--checkpoint", str(tmp_path / "nbest.pt"), "我爱你", cwd=workdir)
+    assert two.exit_code == 0, two.output
+    assert [line.split(" ||| ")[0] for line in two.stdout.splitlines()] == ["0", "0"]
+    one = mt_in_process("translate", "--checkpoint", str(tmp_path / "nbest.pt"), "--nbest", "1", "我爱你", cwd=workdir)
+    assert one.exit_code == 0 and len(one.stdout.splitlines()) == 1 and " ||| " not in one.stdout
+
+
+def test_every_decode_and_serve_key_is_an_option_with_its_help():
+    """The options are made from mt/config.py's declarations, so none is missing or spelt twice."""
+    import dataclasses
+
+    from mt.config import DecodeConfig, ServeConfig, flag_of, help_of
+
+    runner = CliRunner()
+    for command, sections in (("translate", [DecodeConfig]), ("evaluate", [DecodeConfig]),
+                              ("serve", [DecodeConfig, ServeConfig])):
+        shown = " ".join(runner.invoke(app, [command, "--help"], obj=GlobalOptions(), terminal_width=200).stdout.split())
+        for f in (f for section in sections for f in dataclasses.fields(section)):
+            assert flag_of(f) in shown and " ".join(help_of(f).split()[:4]) in shown, (command, f.name)
+
+
+def test_resume_and_init_from_refuse_a_checkpoint_whose_tokenizer_is_not_its_vocabulary(workdir, tmp_path):
+    run = tmp_path / "damaged"
+    shutil.copytree(workdir / "runs" / "tiny", run)
+    last = run / "checkpoints" / "last.pt"
+    state = torch.load(last, weights_only=True)
+    state["tokenizer"]["vocab_hash"] = "0" * 16  # what a tokenizer swapped for another one looks like
+    last.unlink()  # a hard link to a step checkpoint: write a file of its own
+    torch.save(state, last)
+    for args in (["--resume", "--run-dir", str(run)], ["--init-from", str(last), "--run-dir", str(tmp_path / "new")]):
+        done = mt("train", "-c", "tiny.yaml", *args, cwd=workdir)
+        assert_one_line_error(done, str(last), "does not match its vocabulary hash")

@@ -1,12 +1,14 @@
 """Configs: the paper's values by default, overrides, and errors that name the key."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from mt.config import Config, config_from_dict, config_to_dict, load_config
-from mt.errors import MtError
+from mt.core.errors import MtError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -99,3 +101,10 @@ def test_a_checkpoints_config_from_an_earlier_version_loads_with_a_warning(caplo
     config = config_from_dict(raw, source="old.pt")
     assert config.decode.min_len == 0
     assert "old.pt: ignoring config key decode.batch_size" in caplog.text
+
+
+def test_docs_config_md_is_what_the_dataclasses_say():
+    """docs/config.md is generated from the keys' declarations; run scripts/gen_config_docs.py after changing one."""
+    script = CONFIGS.parent / "scripts" / "gen_config_docs.py"
+    result = subprocess.run([sys.executable, script, "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from conftest import tiny_yaml
-from mt.checkpoint import load_checkpoint
+from mt.exchange.checkpoint import load_checkpoint
 
 STEPS, EVERY = 96, 6  # a checkpoint every 6 steps
 

@@ -1,16 +1,22 @@
-"""CTranslate2 export: the exported model decodes exactly as mt's own greedy search (float32), and in int8 where
-asked or where the CPU multiplies 8-bit integers in hardware."""
+"""CTranslate2 export: the exported model decodes exactly as mt's own greedy search (float32), each sentence within
+its own output limit, and in int8 where asked or where the CPU multiplies 8-bit integers in hardware; a directory
+that is not an export is refused in one line."""
+
+import json
+import re
+import sys
 
 import pytest
 import torch
 
-from mt.checkpoint import save_checkpoint, tokenizer_state
+from mt.exchange.checkpoint import save_checkpoint, tokenizer_state
 from mt.config import Config, ModelConfig, config_to_dict
-from mt.ct2 import compute_type, export_ctranslate2
-from mt.errors import MtError
-from mt.model import Transformer
-from mt.tokenizer import PAD
-from mt.translate import load_translator
+from mt.decode.ctranslate2 import compute_type
+from mt.exchange.ctranslate2 import export_ctranslate2
+from mt.core.errors import MtError
+from mt.model.transformer import Transformer
+from mt.data.tokenizer import PAD
+from mt.decode.translator import load_translator
 
 pytest.importorskip("ctranslate2")
 
@@ -42,6 +48,24 @@ def test_exported_model_gives_mts_greedy_output(kind, trained_runs, tokenizer, c
     ours, theirs = mt.translate(lines, decode), ct2.translate(lines, decode)
     assert [t[0].text for t in theirs] == [t[0].text for t in ours]
     assert theirs[-2][0].text == ""
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_each_sentence_is_searched_within_its_own_output_limit(beam, tokenizer, tmp_path):
+    """A short sentence that stops at its limit, batched with a longer one (a larger limit), gets what it gets
+    alone, and what mt's own search gets: the same outputs, the same scores, in the same order."""
+    checkpoint = untrained_checkpoint(tokenizer, tmp_path / "model.pt")
+    export_ctranslate2(checkpoint, tmp_path / "ct2")
+    mt = load_translator(checkpoint, "cpu")
+    ct2 = load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2", compute_type="float32")
+    decode = mt.decode.replace(beam_size=beam, nbest=beam, alpha=0.0, max_len_a=1.0, max_len_b=1)  # scores: log p
+    short, long = ct2.encode(["我爱你。", "我们明天去北京看看我们的朋友。"])  # one batch, limits 1 · length + 1
+    ours = mt.engine.search([short], decode)[0]
+    assert len(ours[0].tokens) == len(short) + 1  # the untrained model runs on to the limit
+    for sources in ([short], [short, long]):
+        theirs = ct2.translate_ids(sources, decode)[0]
+        assert [t.text for t in theirs] == mt.tokenizer.decode_tgt([h.tokens for h in ours])
+        assert [t.score for t in theirs] == pytest.approx([h.score for h in ours], abs=1e-4)
 
 
 @pytest.mark.parametrize("vnni, expected", [(True, "int8"), (False, "default")])
@@ -84,3 +108,40 @@ def test_export_replaces_a_previous_export_whole_and_nothing_else(trained_runs, 
     assert (mine / "notes.txt").read_text(encoding="utf-8") == "keep me"
     assert (tmp_path / "file").read_text(encoding="utf-8") == "keep me too"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "file", "mine"]
+
+
+NOT_EXPORTS = {"no mt.json": None, "not UTF-8": b"\xff\xfe", "not JSON": "{not", "not an object": "[1, 2]",
+               "no format": '{"config": {}}', "another format": '{"format": "huggingface"}'}
+
+
+@pytest.mark.parametrize("meta", NOT_EXPORTS.values(), ids=NOT_EXPORTS.keys())
+def test_a_directory_without_a_ctranslate2_mt_json_is_not_an_export_in_one_line(meta, tmp_path):
+    if meta is not None:
+        (tmp_path / "mt.json").write_bytes(meta if isinstance(meta, bytes) else meta.encode("utf-8"))
+    with pytest.raises(MtError, match="not a CTranslate2 export of mt"):
+        load_translator(tmp_path, "cpu", engine="ctranslate2")
+
+
+def test_a_damaged_export_is_one_line(tokenizer, tmp_path):
+    export_ctranslate2(untrained_checkpoint(tokenizer, tmp_path / "model.pt"), tmp_path / "ct2")
+    meta = json.loads((tmp_path / "ct2" / "mt.json").read_text(encoding="utf-8"))
+    (tmp_path / "ct2" / "mt.json").write_text(json.dumps({**meta, "config": None}), encoding="utf-8")
+    with pytest.raises(MtError, match="a config must be a mapping"):
+        load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2")
+    (tmp_path / "ct2" / "mt.json").write_text(json.dumps(meta), encoding="utf-8")
+    (tmp_path / "ct2" / "model.bin").write_bytes(b"garbage")
+    with pytest.raises(MtError, match="CTranslate2 cannot load it"):
+        load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2")
+    for model in tmp_path.glob("ct2/*.model"):
+        model.unlink()
+    with pytest.raises(MtError, match="its SentencePiece model is missing"):
+        load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2")
+
+
+def test_without_ctranslate2_exporting_and_translating_say_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # `import ctranslate2` raises ImportError
+    hint = re.escape('pip install -e ".[ctranslate2]"')
+    with pytest.raises(MtError, match=hint):
+        export_ctranslate2(tmp_path / "model.pt", tmp_path / "ct2")
+    with pytest.raises(MtError, match=hint):
+        load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2")

@@ -10,9 +10,9 @@ from conftest import write_lines
 import numpy as np
 
 from mt.config import CorpusConfig, DataConfig
-from mt.data import TrainingMixture, encode_corpus, filter_pairs, read_corpus, tokenizer_sample
-from mt.errors import MtError
-from mt.tokenizer import BOS, EOS
+from mt.data.corpora import TrainingMixture, encode_corpus, filter_pairs, read_corpus, tokenizer_sample
+from mt.core.errors import MtError
+from mt.data.tokenizer import BOS, EOS
 
 
 def test_aligned_files_are_read_as_pairs(corpus_dir):

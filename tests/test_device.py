@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mt.train import autocast_dtype
+from mt.train.trainer import autocast_dtype
 
 CPU = torch.device("cpu")
 

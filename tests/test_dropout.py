@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mt.dropout import Dropout, dropout_mask
+from mt.model.dropout import Dropout, dropout_mask
 
 N = 2 ** 20
 

@@ -2,18 +2,20 @@
 logits and mt's greedy outputs; what Marian cannot express is refused; the write replaces only an earlier export."""
 
 import json
+import re
+import sys
 
 import pytest
 import torch
 
 from conftest import tiny_model
-from mt.checkpoint import save_checkpoint, tokenizer_state
+from mt.exchange.checkpoint import save_checkpoint, tokenizer_state
 from mt.config import Config, DataConfig, TokenizerConfig, config_to_dict
-from mt.errors import MtError
-from mt.hf import export_huggingface, marian_weights, residual_order
-from mt.model import Transformer
-from mt.tokenizer import BOS, EOS, PAD, train_tokenizer
-from mt.translate import load_translator
+from mt.core.errors import MtError
+from mt.exchange.huggingface import export_huggingface, marian_weights, residual_order
+from mt.model.transformer import Transformer
+from mt.data.tokenizer import BOS, EOS, PAD, train_tokenizer
+from mt.decode.translator import load_translator
 
 transformers = pytest.importorskip("transformers")
 
@@ -110,6 +112,9 @@ def test_the_directory_holds_safetensors_configs_tokenizer_and_a_model_card(expo
     assert f"step {state['step']}" in card and state["dev"]["bleu_signature"] in card
     assert "train.zh" not in card and str(state["config"]["data"]["train"]["path"]) in card
     assert "simplified characters" in card
+    meta = json.loads((directory / "mt.json").read_text(encoding="utf-8"))
+    assert meta["format"] == "huggingface" and meta["checkpoint"] == str(checkpoint)
+    assert meta["facts"]["step"] == state["step"] and meta["config"]["model"] == state["config"]["model"]
 
 
 @pytest.mark.parametrize("kind", ["separate vocabularies", "untied embeddings"])
@@ -163,3 +168,9 @@ def test_an_earlier_export_is_replaced_and_anything_else_is_left_alone(exported,
         export_huggingface(checkpoint, tmp_path / "notes.txt")
     assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "notes.txt"]
+
+
+def test_without_transformers_the_export_says_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` raises ImportError
+    with pytest.raises(MtError, match=re.escape('pip install -e ".[huggingface]"')):
+        export_huggingface(tmp_path / "c.pt", tmp_path / "hf")

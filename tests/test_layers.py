@@ -1,55 +1,72 @@
-"""The package follows the data flow: a module imports only from the layers below its own, never from above."""
+"""The package follows the data flow: a package imports only from the packages below it, and inside a package a
+module imports only from the modules below its own."""
 
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mt"
 
-LAYERS = [  # bottom up: text → pieces → ids → batches → model → search → text, with the command line on top
-    {"errors", "memory"},
-    {"atomic", "lines", "console", "distributed", "packing", "training_log", "scoring", "stopping", "run_lock"},
-    {"config"},
-    {"device", "tokenizer"},
-    {"data"},
-    {"batching", "dropout"},
-    {"model", "loss"},
-    {"cache", "checkpoint", "prepare"},
-    {"search"},
-    {"train", "ct2", "hf"},
-    {"translate"},
-    {"evaluate", "plots", "batcher"},
-    {"serve"},
-    {"cli"},
-    {"__main__"},
+PACKAGES = [  # bottom up: text → pieces → ids → batches → model → search → text, with the command line on top
+    "core", "config", "data", "model", "exchange", "decode", "train", "serve", "plots", "cli", "__main__",
 ]
 
+MODULES = {  # bottom up inside each package
+    "core": [{"errors", "memory"}, {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_lock"},
+             {"device"}],
+    "data": [{"tokenizer"}, {"corpora"}, {"batching"}, {"prepare"}],
+    "model": [{"dropout"}, {"transformer"}],
+    "exchange": [{"checkpoint"}, {"export"}, {"ctranslate2", "huggingface"}],
+    "decode": [{"cache", "packing"}, {"search"}, {"ctranslate2"}, {"translator"}, {"evaluate"}],
+    "train": [{"loss", "training_log"}, {"trainer", "progress", "updates"}, {"validation"}, {"loop"}],
+    "serve": [{"batcher"}, {"app"}],
+}
 
-def layer_of(module: str) -> int:
-    return next(i for i, layer in enumerate(LAYERS) if module in layer)
+
+def unit(path: Path) -> tuple[str, str]:
+    """(package, module) of a file of mt: ("data", "batching"), or ("cli", "cli") for a top-level module."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return (parts[0], parts[-1]) if len(parts) > 1 else (parts[0], parts[0])
 
 
-def imported_modules(path: Path) -> set[str]:
-    """The mt modules that a file imports, at its top or inside a function."""
+def imported_units(path: Path) -> set[tuple[str, str]]:
+    """The (package, module) pairs of mt that a file imports, at its top or inside a function."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mt."):
-            names.add(node.module.split(".")[1])
+            names.add(node.module)
         elif isinstance(node, ast.Import):
-            names.update(a.name.split(".")[1] for a in node.names if a.name.startswith("mt."))
-    return names
+            names.update(a.name for a in node.names if a.name.startswith("mt."))
+    return {(name.split(".")[1], name.split(".")[-1]) for name in names}
 
 
-def test_every_module_has_a_layer():
-    modules = {path.stem for path in PACKAGE.glob("*.py")} - {"__init__"}
-    assert modules == set().union(*LAYERS)
+def sources() -> list[Path]:
+    return sorted(path for path in PACKAGE.rglob("*.py") if path.name != "__init__.py")
 
 
-def test_no_module_imports_one_of_its_own_layer_or_above():
-    upward = [f"mt/{path.name} imports mt.{name}" for path in sorted(PACKAGE.glob("*.py")) if path.stem != "__init__"
-              for name in sorted(imported_modules(path)) if layer_of(name) >= layer_of(path.stem)]
+def layer_of(package: str, module: str) -> int:
+    return next(i for i, layer in enumerate(MODULES.get(package, [{module}])) if module in layer)
+
+
+def test_every_module_has_a_place():
+    placed = {(package, module) for package, layers in MODULES.items() for layer in layers for module in layer}
+    found = {unit(path) for path in sources()}
+    assert {u for u in found if u[0] in MODULES} == placed
+    assert {package for package, _ in found} == set(PACKAGES)
+
+
+def test_no_package_imports_one_above_it():
+    upward = [f"{path.relative_to(PACKAGE.parent)} imports mt.{package}" for path in sources()
+              for package, _ in sorted(imported_units(path)) if PACKAGES.index(package) > PACKAGES.index(unit(path)[0])]
+    assert upward == []
+
+
+def test_no_module_imports_one_of_its_own_layer_or_above_in_its_package():
+    upward = [f"{path.relative_to(PACKAGE.parent)} imports mt.{package}.{module}" for path in sources()
+              for package, module in sorted(imported_units(path))
+              if package == unit(path)[0] and package in MODULES and layer_of(package, module) >= layer_of(*unit(path))]
     assert upward == []
 
 
 def test_the_check_sees_an_import_inside_a_function(tmp_path):
-    (tmp_path / "model.py").write_text("def f():\n    from mt.search import greedy_search\n", encoding="utf-8")
-    assert imported_modules(tmp_path / "model.py") == {"search"}
+    (tmp_path / "model.py").write_text("def f():\n    from mt.decode.search import greedy_search\n", encoding="utf-8")
+    assert imported_units(tmp_path / "model.py") == {("decode", "search")}

@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch import nn
 
-import mt.loss
-from mt.loss import SmoothedCrossEntropy
-from mt.tokenizer import PAD
+import mt.train.loss
+from mt.train.loss import SmoothedCrossEntropy
+from mt.data.tokenizer import PAD
 
 
 def logits_and_targets(rows=37, vocab=50, seed=0):
@@ -27,7 +27,7 @@ def loss_and_gradient(criterion, logits, target, scale=1.0):
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
 @pytest.mark.parametrize("block_bytes", [4 * 50 * 4, 2 ** 21])  # blocks of 4 rows, and one block
 def test_equals_torchs_cross_entropy_in_fp32(monkeypatch, smoothing, block_bytes):
-    monkeypatch.setattr(mt.loss, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(mt.train.loss, "BLOCK_BYTES", block_bytes)
     logits, target = logits_and_targets()
     torchs = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
     expected_loss, expected_grad = loss_and_gradient(torchs, logits, target, scale=0.37)

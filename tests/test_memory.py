@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from mt.memory import use_huge_pages
+from mt.core.memory import use_huge_pages
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 MEASURE = """
 import resource, sys
-from mt.memory import use_huge_pages
+from mt.core.memory import use_huge_pages
 if sys.argv[1] == "huge":
     use_huge_pages()
 import torch

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from mt.model import (MultiHeadAttention, PositionalEncoding, TokenEmbedding, make_causal_mask, make_pad_mask,
+from mt.model.transformer import (MultiHeadAttention, PositionalEncoding, TokenEmbedding, make_causal_mask, make_pad_mask,
                       make_tgt_mask, scaled_dot_product_attention)
-from mt.tokenizer import BOS, EOS, PAD
+from mt.data.tokenizer import BOS, EOS, PAD
 
 
 def padded_batch():

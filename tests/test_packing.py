@@ -8,9 +8,9 @@ from torch import nn
 
 from conftest import tiny_model
 from mt.config import DecodeConfig
-from mt.packing import ROWS, PackedWeights, can_pack
-from mt.search import Searcher
-from mt.tokenizer import EOS
+from mt.decode.packing import ROWS, PackedWeights, can_pack
+from mt.decode.search import Searcher
+from mt.data.tokenizer import EOS
 
 pytestmark = pytest.mark.skipif(not can_pack(torch.zeros(1)), reason="this PyTorch build has no MKL")
 
@@ -76,16 +76,16 @@ def test_steps_outside_the_packed_sizes_multiply_plainly(rows):
 
 
 def test_a_search_decodes_with_packed_weights(monkeypatch):
-    import mt.packing
+    import mt.decode.packing
 
     model, seen = tiny_model(), []
-    packed_forward = mt.packing._packed_forward
+    packed_forward = mt.decode.packing._packed_forward
 
     def spy(linear, rows, weight, x):
         seen.append(x.shape[:-1].numel() == rows)  # a product that takes the packed path
         return packed_forward(linear, rows, weight, x)
 
-    monkeypatch.setattr(mt.packing, "_packed_forward", spy)
+    monkeypatch.setattr(mt.decode.packing, "_packed_forward", spy)
     sources = [[5, 6, EOS], [7, EOS]] * (min(ROWS) // 2)  # a batch of a packed size
     Searcher(model, torch.device("cpu")).search(sources, DecodeConfig(beam_size=1, max_len_b=4))
     assert any(seen)  # the decoder's steps (the encoder multiplies plainly)

@@ -7,7 +7,7 @@ import torch
 
 from conftest import tiny_model
 from mt import plots
-from mt.batching import pad_ids
+from mt.data.batching import pad_ids
 from mt.plots import Pieces, plot_attention, plot_training
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import tiny_yaml
-from mt.errors import MtError
-from mt.run_lock import lock_run_dir
+from mt.core.errors import MtError
+from mt.core.run_lock import lock_run_dir
 from test_cli import assert_one_line_error, mt
 
 def hold(run: Path) -> subprocess.Popen:

@@ -14,12 +14,13 @@ import torch
 from torch._dynamo.testing import CompileCounter
 
 from conftest import ROOT, tiny_config, tiny_yaml
-from mt.batching import make_batch
-from mt.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
+from mt.data.batching import make_batch
+from mt.exchange.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from mt.config import Config, ModelConfig, TrainConfig
-from mt.errors import MtError
-from mt.tokenizer import BOS, EOS
-from mt.train import MAX_SKIPPED_IN_A_ROW, Trainer, train
+from mt.core.errors import MtError
+from mt.data.tokenizer import BOS, EOS
+from mt.train.loop import train
+from mt.train.trainer import MAX_SKIPPED_IN_A_ROW, Trainer
 
 
 def tiny_trainer(tmp_path: Path, **train_settings) -> Trainer:
@@ -30,7 +31,7 @@ def tiny_trainer(tmp_path: Path, **train_settings) -> Trainer:
                                       dropout=0.0),
                     train=TrainConfig(run_dir=str(tmp_path), warmup_steps=10, tensorboard=False, **train_settings))
     vocab = SimpleNamespace(src_vocab_size=40, tgt_vocab_size=40)
-    return Trainer(config, SimpleNamespace(tokenizer=vocab), torch.device("cpu"))
+    return Trainer(config, vocab, torch.device("cpu"))
 
 
 def pairs(seed: int, n: int) -> tuple[list[list[int]], list[list[int]]]:

@@ -5,9 +5,9 @@ import csv
 import pytest
 
 from conftest import SHARED, require_shared
-from mt.lines import read_lines
-from mt.errors import MtError
-from mt.scoring import score
+from mt.core.lines import read_lines
+from mt.core.errors import MtError
+from mt.core.scoring import score
 
 
 def published(folder: str, system: str, metric: str) -> float:

@@ -5,12 +5,12 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from mt.config import Config, DecodeConfig
-from mt.model import make_pad_mask
-from mt.packing import PackedWeights
-from mt.search import Ensemble, Searcher, StepDecoder, beam_search, block_repeated_ngrams, greedy_search, length_penalty
-from mt.tokenizer import BOS, EOS, PAD
-from mt.translate import Translator, translate_stream
+from mt.config import Config, DecodeConfig, ModelConfig
+from mt.decode.packing import PackedWeights
+from mt.decode.search import (Ensemble, Hypothesis, Searcher, StepDecoder, beam_search, block_repeated_ngrams,
+                              greedy_search, length_penalty)
+from mt.data.tokenizer import BOS, EOS, PAD
+from mt.decode.translator import Translator, translate_stream
 
 
 def peaky_model(vocab: int = 40, norm: str = "post", **shape):
@@ -45,7 +45,7 @@ def test_cached_beam_equals_full_recomputation(alpha):
 
 
 def test_cached_search_with_packed_weights_equals_full_recomputation():
-    """8 rows, greedy or 2 sentences × 4 beams: a step size whose weights are packed (mt/packing.py)."""
+    """8 rows, greedy or 2 sentences × 4 beams: a step size whose weights are packed (mt/decode/packing.py)."""
     model, packed = peaky_model(), PackedWeights()
     decoding = [model.decoder, model.generator]
     src, max_len = SRC.repeat(3, 1)[:8], MAX_LEN.repeat(3)[:8]
@@ -141,6 +141,30 @@ def test_batching_and_sorting_change_no_output_and_keep_the_order(beam):
     assert [t[0].text for t in together] == [t[0].text for t in alone]
     assert [t[0].score for t in together] == pytest.approx([t[0].score for t in alone], abs=1e-5)
     assert together[2][0].text == ""
+
+
+class RecordingEngine:
+    """An engine that finds empty outputs and keeps each batch it is given, with its limits."""
+
+    max_positions = 10
+
+    def __init__(self):
+        self.batches = []
+
+    def search_batch(self, src_ids, limits, decode):
+        self.batches.append((src_ids, limits))
+        return [[Hypothesis([], 0.0)] for _ in src_ids]
+
+
+def test_the_translator_gives_an_engine_length_sorted_batches_with_each_sentences_limit():
+    engine = RecordingEngine()
+    translator = Translator(engine, FakeTokenizer(), Config(model=ModelConfig(max_positions=10)))
+    translator.translate(["1234567", "12", "", "98765", "3"], DecodeConfig(max_tokens=12, max_len_a=1.0, max_len_b=3))
+    assert engine.batches == [  # at most 12 padded tokens each; limits 1 · length + 3, at most 10 - 1
+        ([[8, EOS], [6, 7, EOS]], [5, 6]),
+        ([[14, 13, 12, 11, 10, EOS]], [9]),
+        ([[6, 7, 8, 9, 10, 11, 12, EOS]], [9]),
+    ]
 
 
 def test_streaming_reads_one_chunk_ahead_at_most():

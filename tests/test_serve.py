@@ -1,6 +1,7 @@
 """`mt serve`: LibreTranslate's API as its own client speaks it, mt's API, batching across requests, limits and
 abuse, the page in a real browser, and a graceful stop. Servers listen on 127.0.0.1 only."""
 
+import copy
 import json
 import shutil
 import signal
@@ -20,11 +21,11 @@ pytest.importorskip("starlette")
 import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 
-from mt.batcher import BatchingWorker, Busy  # noqa: E402
-from mt.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from mt.serve.batcher import BatchingWorker, Busy  # noqa: E402
+from mt.exchange.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from mt.config import ServeConfig  # noqa: E402
-from mt.serve import create_app  # noqa: E402
-from mt.translate import load_translator  # noqa: E402
+from mt.serve.app import create_app  # noqa: E402
+from mt.decode.translator import load_translator  # noqa: E402
 
 SENTENCES = ["我爱你", "你好。", "我们明天去北京。", "他是我的朋友。", "这本书很有意思。", "谢谢你。"]
 
@@ -55,10 +56,11 @@ def offline(translator) -> dict[str, str]:
 
 @contextmanager
 def running(app):
-    """The app served by uvicorn on a free loopback port, in a thread of this process."""
+    """The app served by uvicorn on a free loopback port, in a thread of this process. uvicorn's records go to the
+    root logger (no log_config of its own), where caplog sees them."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, log_config=None))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not server.started:
@@ -142,7 +144,7 @@ def test_bodies_that_are_not_json_or_a_form_are_refused(url, content, kind, mess
 
 
 def test_no_path_outside_the_page_can_be_read(url):
-    for path in ("/../mt/serve.py", "/web/index.html", "/%2e%2e/pyproject.toml", "/static/../../etc/passwd", "/mt"):
+    for path in ("/../mt/serve/app.py", "/web/index.html", "/%2e%2e/pyproject.toml", "/static/../../etc/passwd", "/mt"):
         answer = httpx.get(url + path)
         assert answer.status_code == 404 and "error" in answer.json(), path
     assert httpx.get(url + "/").text.startswith("<!doctype html>")
@@ -155,9 +157,30 @@ def test_api_keys_and_the_request_rate(translator):
         base = {"q": "你好。", "source": "zh", "target": "en"}
         assert post(url, "/translate", json=base).status_code == 403
         assert post(url, "/translate", json={**base, "api_key": "nope"}).json() == {"error": "Invalid API key"}
-        answers = [post(url, "/translate", json={**base, "api_key": "k1"}).status_code for _ in range(4)]
-        assert answers == [200, 200, 200, 429]
+        answers = [post(url, "/translate", json={**base, "api_key": "k1"}) for _ in range(4)]
+        assert [answer.status_code for answer in answers] == [200, 200, 200, 429]
+        assert answers[-1].json() == {"error": "Slowdown: 3 per 1 minute"}
         assert httpx.get(url + "/frontend/settings").json()["keyRequired"] is True
+
+
+class Broken:
+    """A translator whose method `broken` fails."""
+
+    def __init__(self, translator, broken: str):
+        self.inner, self.broken = translator, broken
+
+    def __getattr__(self, name):  # the rest is the real translator's
+        if name == self.broken:
+            raise RuntimeError("it broke")
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("broken", ["translate_ids", "encode"])  # in the worker; in the request's handler
+def test_a_fault_is_answered_500_and_logged_once(translator, caplog, broken):
+    with running(create_app(Broken(translator, broken), "mt", ServeConfig())) as url:
+        answer = post(url, "/translate", json={"q": "你好。", "source": "zh", "target": "en"})
+    assert answer.status_code == 500 and answer.json() == {"error": "Cannot translate text: it broke"}
+    assert len([record for record in caplog.records if record.exc_info]) == 1  # the server stopped: all logged
 
 
 # ---------------------------------------------------------------- mt's API
@@ -191,7 +214,7 @@ def test_info_tells_the_models_facts(url, translator):
 
 
 class Recording:
-    """A translator that records the lines of each call it gets."""
+    """A translator that records the sources (ids) of each search it gets."""
 
     def __init__(self, translator, delay: float = 0.0):
         self.inner, self.calls, self.delay = translator, [], delay
@@ -199,10 +222,10 @@ class Recording:
     def __getattr__(self, name):  # the rest is the real translator's
         return getattr(self.inner, name)
 
-    def translate(self, lines, decode=None, first_line=1):
-        self.calls.append(list(lines))
+    def translate_ids(self, src_ids, decode=None):
+        self.calls.append(list(src_ids))
         time.sleep(self.delay)
-        return self.inner.translate(lines, decode, first_line)
+        return self.inner.translate_ids(src_ids, decode)
 
 
 def test_requests_that_wait_together_are_decoded_together_and_each_gets_its_own_answer(translator, offline):
@@ -216,7 +239,8 @@ def test_requests_that_wait_together_are_decoded_together_and_each_gets_its_own_
     first.result(timeout=30)
     worker.stop()
     assert answers == [offline[s] for s in SENTENCES]
-    assert recording.calls[0] == ["谢谢你。"] and sorted(recording.calls[1]) == sorted(SENTENCES)
+    assert recording.calls[0] == translator.encode(["谢谢你。"])
+    assert sorted(recording.calls[1]) == sorted(translator.encode(SENTENCES))
 
 
 def test_a_lone_client_does_not_wait_for_company(translator):
@@ -234,7 +258,7 @@ def test_one_at_a_time_when_the_token_budget_is_one(translator):
     futures = [worker.submit([s], translator.decode) for s in SENTENCES[:3]]
     [f.result(timeout=30) for f in futures]
     worker.stop()
-    assert recording.calls == [[s] for s in SENTENCES[:3]]
+    assert recording.calls == [translator.encode([s]) for s in SENTENCES[:3]]
 
 
 def test_a_cancelled_job_is_never_decoded_and_a_full_queue_is_busy(translator):
@@ -251,7 +275,8 @@ def test_a_cancelled_job_is_never_decoded_and_a_full_queue_is_busy(translator):
     first.result(timeout=30)
     kept.result(timeout=30)
     worker.stop()
-    assert ["你好。"] not in recording.calls and ["谢谢你。"] in recording.calls
+    assert translator.encode(["你好。"]) not in recording.calls
+    assert translator.encode(["谢谢你。"]) in recording.calls
 
 
 def test_a_client_that_disconnects_leaves_no_work_behind(translator):
@@ -268,7 +293,30 @@ def test_a_client_that_disconnects_leaves_no_work_behind(translator):
                 time.sleep(0.3)  # its request waits in the queue
             assert busy.result().status_code == 200
         assert post(url, "/translate", json={"q": "你好。", "source": "zh", "target": "en"}).status_code == 200
-    assert ["他是我的朋友。"] not in recording.calls and ["你好。"] in recording.calls
+    assert translator.encode(["他是我的朋友。"]) not in recording.calls
+    assert translator.encode(["你好。"]) in recording.calls
+
+
+class Counting:
+    """A tokenizer that records the source lines it encodes."""
+
+    def __init__(self, tokenizer):
+        self.inner, self.lines = tokenizer, []
+
+    def __getattr__(self, name):  # the rest is the real tokenizer's
+        return getattr(self.inner, name)
+
+    def encode_src(self, texts, sampling=None):
+        self.lines += texts
+        return self.inner.encode_src(texts, sampling)
+
+
+def test_a_served_line_is_encoded_once(translator, offline):
+    counted = copy.copy(translator)
+    counted.tokenizer = Counting(translator.tokenizer)
+    with running(create_app(counted, "mt", ServeConfig())) as url:
+        answer = post(url, "/translate", json={"q": "我爱你", "source": "zh", "target": "en"})
+    assert answer.json() == {"translatedText": offline["我爱你"]} and counted.tokenizer.lines == ["我爱你"]
 
 
 # ---------------------------------------------------------------- abuse
@@ -394,14 +442,19 @@ def test_the_page_translates_on_the_button_and_on_ctrl_enter(page, offline):
     page.fill("#nbest", "3")
 
 
-def test_the_page_draws_the_attention_map_of_the_chosen_translation(page):
+def test_the_page_draws_the_attention_map_of_the_chosen_translation(page, translator):
+    def labels(cells: str) -> list[str]:
+        return page.eval_on_selector_all(f"#attention {cells}", "cells => cells.map(c => c.textContent)")
+
     page.fill("#text", "我爱你")
     page.click("#go")
     page.wait_for_selector("#attention td")
-    sources = page.eval_on_selector_all("#attention thead th", "cells => cells.map(c => c.textContent)")
-    rows = page.eval_on_selector_all("#attention tbody tr", "rows => rows.length")
-    cells = page.eval_on_selector_all("#attention tbody td", "cells => cells.length")
-    assert sources[-1] == "</s>" and "爱" in "".join(sources) and cells == rows * (len(sources) - 1)
+    sources, targets, cells = labels("thead th"), labels("tbody th"), labels("tbody td")
+    assert sources[-1] == "</s>" and "爱" in "".join(sources) and len(cells) == len(targets) * (len(sources) - 1)
+    first, second = (page.inner_text(f"ol.nbest li:nth-child({i}) .text") for i in (1, 2))
+    pieces = {text: translator.attention("我爱你", text).target for text in (first, second)}  # each map's rows
+    assert pieces[first] != pieces[second]  # else the test could not tell the two maps apart
+    assert targets == pieces[first]
     page.click("ol.nbest li:nth-child(2)")  # another translation: its own map
     assert page.get_attribute("ol.nbest li:nth-child(2)", "class") == "chosen"
-    page.wait_for_selector("#attention td")
+    assert labels("tbody th") == pieces[second]

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from mt.stopping import StopSignals, Stopped
+from mt.core.stopping import StopSignals, Stopped
 
 
 def send(signum: int) -> None:

@@ -4,8 +4,8 @@ import pytest
 
 from conftest import TINY_TOKENIZER
 from mt.config import TokenizerConfig
-from mt.errors import MtError
-from mt.tokenizer import BOS, EOS, PAD, UNK, Sampling, Tokenizer, train_tokenizer
+from mt.core.errors import MtError
+from mt.data.tokenizer import BOS, EOS, PAD, UNK, Sampling, Tokenizer, train_tokenizer
 
 ZH = ["我爱你。", "你好。", "我们明天去北京。", "谢谢你。"] * 30
 EN = ["I love you.", "Hello.", "We will go to Beijing tomorrow.", "Thank you."] * 30

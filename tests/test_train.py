@@ -11,15 +11,16 @@ import torch
 from torch import nn
 
 from conftest import tiny_config, tiny_model, tiny_yaml
-from mt.batching import make_batch
-from mt.checkpoint import load_checkpoint, load_model, save_checkpoint
+from mt.data.batching import make_batch
+from mt.exchange.checkpoint import load_checkpoint, load_model, save_checkpoint
 from mt.config import Config, load_config
-from mt.errors import MtError
-from mt.prepare import prepare_data
-from mt.search import Searcher
-from mt.tokenizer import PAD, UNK
-from mt.train import inverse_sqrt_lr, train
-from mt.translate import Translator, load_translator
+from mt.core.errors import MtError
+from mt.data.prepare import prepare_data
+from mt.decode.search import Searcher
+from mt.data.tokenizer import PAD, UNK
+from mt.train.loop import train
+from mt.train.trainer import inverse_sqrt_lr
+from mt.decode.translator import Translator, load_translator
 
 
 def test_padding_never_enters_the_loss():

@@ -1,0 +1,35 @@
+"""train.device / --device (auto, cpu, cuda) → torch.device, with a clear error when CUDA is asked for but absent; and whether the
+device has native bf16, or 8-bit integer products."""
+
+import torch
+
+from mt.core.errors import MtError
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise MtError("--device cuda: CUDA is not available on this machine (use --device cpu or auto)")
+    return torch.device(name)
+
+
+def has_native_bf16(device: torch.device) -> bool:
+    """Whether the device multiplies bf16 matrices in hardware (train.precision auto then picks bf16): a CUDA GPU
+    that supports it, or an x86 CPU with AVX512-BF16 or AMX (Intel Cooper Lake, Sapphire Rapids and later; AMD
+    Zen 4 and later), where oneDNN's bf16 products outrun its fp32 ones. Elsewhere bf16 would be emulated and
+    slower than fp32. torch reads the CPU's flags through private functions, so their absence means no."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return device.type == "cpu" and _cpu_has("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+
+
+def has_int8_products(device: torch.device) -> bool:
+    """Whether a CPU multiplies 8-bit integers in hardware (VNNI: AVX512-VNNI or AVX-VNNI, Intel Cascade Lake and
+    Alder Lake on, AMD Zen 4 on), where CTranslate2's int8 decoding outruns its float32; without VNNI it does not."""
+    return device.type == "cpu" and _cpu_has("_is_vnni_supported")
+
+
+def _cpu_has(*checks: str) -> bool:
+    """Whether any of torch.cpu's private flag checks says yes; one this torch lacks says no."""
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)

@@ -1,0 +1,1 @@
+"""Text pairs → SentencePiece pieces → token ids (cached) → padded, length-sorted batches."""

@@ -1,0 +1,170 @@
+"""SentencePiece BPE: training on a corpus, and a small wrapper that turns text into ids and back.
+
+Ids are fixed for every model: PAD 0, UNK 1, BOS 2, EOS 3. A source sentence is `pieces + EOS`; a target
+sentence is `BOS + pieces + EOS`, so that training can feed `tgt[:, :-1]` and predict `tgt[:, 1:]`.
+Chinese text is first converted to one script with OpenCC (data.chinese_script), so that Traditional and
+Simplified input meet the same pieces, in training and in translation alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import opencc
+import sentencepiece as spm
+
+from mt.core.atomic import atomic_write_bytes
+from mt.config import TokenizerConfig
+from mt.core.errors import MtError
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+JOINT_FILE = "spm.model"
+SRC_FILE, TGT_FILE = "spm.src.model", "spm.tgt.model"
+
+
+OPENCC = {"simplified": "t2s", "traditional": "s2t"}  # OpenCC's conversions into each script
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """A sampled segmentation (BPE-dropout): each merge is skipped with probability `alpha`; the same `seed`
+    gives the same pieces."""
+
+    alpha: float
+    seed: int
+
+
+def _encode(processor: spm.SentencePieceProcessor, texts: list[str], sampling: Sampling | None) -> list[list[int]]:
+    if sampling is None:
+        return processor.encode(texts)
+    # SentencePiece draws from a generator it seeds per encoding thread; one thread, seeded first, repeats
+    spm.set_random_generator_seed(sampling.seed)
+    return processor.encode(texts, enable_sampling=True, alpha=sampling.alpha, nbest_size=-1, num_threads=1)
+
+
+class Tokenizer:
+    """One SentencePiece model for both sides (joint) or one per side; `scripts` says what each side's text
+    is converted to first ("keep": nothing)."""
+
+    def __init__(self, src_proto: bytes, tgt_proto: bytes | None = None, scripts: tuple[str, str] = ("keep", "keep")):
+        self.src_proto = src_proto
+        self.tgt_proto = tgt_proto  # None: joint vocabulary
+        self.scripts = tuple(scripts)
+        self.src = spm.SentencePieceProcessor(model_proto=src_proto)
+        self.tgt = self.src if tgt_proto is None else spm.SentencePieceProcessor(model_proto=tgt_proto)
+        self.normalize_src, self.normalize_tgt = (script_converter(s) for s in self.scripts)
+
+    def __reduce__(self):  # datasets.map sends the tokenizer to its processes; OpenCC's converters don't pickle
+        return Tokenizer, (self.src_proto, self.tgt_proto, self.scripts)
+
+    @property
+    def joint(self) -> bool:
+        return self.tgt_proto is None
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.src.get_piece_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.tgt.get_piece_size()
+
+    @property
+    def vocab_hash(self) -> str:
+        """Identifies the vocabulary: a checkpoint only works with the tokenizer it was trained with."""
+        digest = hashlib.sha256(self.src_proto)
+        if self.tgt_proto is not None:
+            digest.update(self.tgt_proto)
+        return digest.hexdigest()[:16]
+
+    def encode_src(self, texts: list[str], sampling: Sampling | None = None) -> list[list[int]]:
+        return [ids + [EOS] for ids in _encode(self.src, self.normalize_src(texts), sampling)]
+
+    def encode_tgt(self, texts: list[str], sampling: Sampling | None = None) -> list[list[int]]:
+        return [[BOS] + ids + [EOS] for ids in _encode(self.tgt, self.normalize_tgt(texts), sampling)]
+
+    def decode_tgt(self, ids: list[list[int]]) -> list[str]:
+        return self.tgt.decode([[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids])  # UNK shows as ⁇
+
+    def save(self, run_dir: Path) -> None:
+        if self.joint:
+            atomic_write_bytes(run_dir / JOINT_FILE, self.src_proto)
+        else:
+            atomic_write_bytes(run_dir / SRC_FILE, self.src_proto)
+            atomic_write_bytes(run_dir / TGT_FILE, self.tgt_proto)
+
+    @classmethod
+    def load(cls, run_dir: Path, scripts: tuple[str, str] = ("keep", "keep")) -> Tokenizer | None:
+        """The tokenizer saved in a run directory, or None when there is none yet."""
+        if (run_dir / JOINT_FILE).exists():
+            return cls(_read_model(run_dir / JOINT_FILE), None, scripts)
+        if (run_dir / SRC_FILE).exists() and (run_dir / TGT_FILE).exists():
+            return cls(_read_model(run_dir / SRC_FILE), _read_model(run_dir / TGT_FILE), scripts)
+        return None
+
+
+def tokenizer_files(run_dir: Path) -> list[Path]:
+    """The tokenizer files present in a run directory."""
+    return [run_dir / name for name in (JOINT_FILE, SRC_FILE, TGT_FILE) if (run_dir / name).exists()]
+
+
+def script_converter(script: str) -> Callable[[list[str]], list[str]]:
+    """Texts → the same texts in `script` (OpenCC), or unchanged for "keep"."""
+    if script == "keep":
+        return lambda texts: texts
+    converter = opencc.OpenCC(OPENCC[script])
+    return lambda texts: [converter.convert(text) for text in texts]
+
+
+def train_tokenizer(src_texts: list[str], tgt_texts: list[str], config: TokenizerConfig,
+                    scripts: tuple[str, str] = ("keep", "keep")) -> Tokenizer:
+    """Train SentencePiece BPE on (a sample of) the training corpus: one joint model, or one per language."""
+    src_texts, tgt_texts = (script_converter(s)(texts) for s, texts in zip(scripts, (src_texts, tgt_texts)))
+    if config.joint:
+        return Tokenizer(_train_bpe(itertools.chain(src_texts, tgt_texts), config), None, scripts)
+    return Tokenizer(_train_bpe(src_texts, config), _train_bpe(tgt_texts, config), scripts)
+
+
+def _train_bpe(texts: Iterable[str], config: TokenizerConfig) -> bytes:
+    model = io.BytesIO()
+    seen = 0
+
+    def sentences():
+        nonlocal seen
+        for text in texts:
+            if text.strip():
+                seen += 1
+                yield text
+
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=sentences(),
+            model_writer=model,
+            model_type="bpe",
+            vocab_size=config.vocab_size,
+            character_coverage=config.character_coverage,
+            byte_fallback=config.byte_fallback,
+            pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+            minloglevel=2,
+        )
+    except RuntimeError as e:  # e.g. a vocabulary too large for a small corpus
+        if seen == 0:
+            raise MtError("the training corpus has no non-empty lines to train the tokenizer on")
+        reason = str(e).split("]", 1)[-1].strip() or str(e).strip()
+        raise MtError(f"config key tokenizer.vocab_size: SentencePiece cannot train it: {reason}")
+    return model.getvalue()
+
+
+def _read_model(path: Path) -> bytes:
+    proto = path.read_bytes()
+    try:
+        spm.SentencePieceProcessor(model_proto=proto)
+    except RuntimeError:
+        raise MtError(f"{path}: not a SentencePiece model (damaged?)")
+    return proto

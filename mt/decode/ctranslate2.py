@@ -1,0 +1,85 @@
+"""Translating with a CTranslate2 export of mt (`mt export --ctranslate2`): the engine behind
+`--engine ctranslate2`, searching as mt's own Searcher does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from mt.config import DecodeConfig, config_from_dict
+from mt.core.device import has_int8_products
+from mt.core.errors import MtError
+from mt.data.tokenizer import BOS, PAD, Tokenizer
+from mt.decode.search import Hypothesis
+from mt.exchange.checkpoint import EXPORT_META_FILE, export_meta
+from mt.exchange.export import optional_package
+
+
+def compute_type(requested: str, device: torch.device) -> str:
+    """CTranslate2's compute type for --compute-type: auto is int8 (weights quantised as the model loads) on a CPU
+    that multiplies 8-bit integers in hardware, where int8 decodes faster than float32 at a small cost in quality
+    (figures: docs/benchmarks.md); elsewhere the export's own type ("default")."""
+    if requested != "auto":
+        return requested
+    return "int8" if has_int8_products(device) else "default"
+
+
+class CTranslate2Engine:
+    """An exported model, searching a batch of sources (ids) as mt's own Searcher does: each sentence within its own
+    output limit, PAD and BOS never output. Beam search differs in its length penalty: CTranslate2 divides by
+    length ** alpha (mt: GNMT's), and so do the scores it returns. It runs torch's number of threads (one per core,
+    or OMP_NUM_THREADS), as mt's own search does, rather than CTranslate2's default of 4."""
+
+    def __init__(self, model_dir: Path, device: torch.device, requested_type: str = "auto"):
+        ctranslate2 = optional_package("ctranslate2", "ctranslate2")
+        model_dir = Path(model_dir)
+        meta = export_meta(model_dir)
+        if meta is None or meta["format"] != "ctranslate2":
+            raise MtError(f"{model_dir}: not a CTranslate2 export of mt (make one with `mt export --ctranslate2`)")
+        self.config = config_from_dict(meta.get("config"), source=str(model_dir / EXPORT_META_FILE))
+        self.facts = meta.get("facts", {})
+        self.tokenizer = Tokenizer.load(model_dir, self.config.data.scripts())
+        if self.tokenizer is None:
+            raise MtError(f"{model_dir}: its SentencePiece model is missing; export it again")
+        try:
+            self.translator = ctranslate2.Translator(str(model_dir), device=device.type,
+                                                     compute_type=compute_type(requested_type, device),
+                                                     intra_threads=torch.get_num_threads())
+        except ValueError as e:  # a compute type this device or build lacks
+            raise MtError(f"--compute-type {requested_type}: {e}")
+        except RuntimeError as e:  # model.bin missing or damaged
+            raise MtError(f"{model_dir}: CTranslate2 cannot load it: {e}")
+
+    @property
+    def max_positions(self) -> int:
+        return self.config.model.max_positions
+
+    def search_batch(self, src_ids: list[list[int]], limits: list[int],
+                     decode: DecodeConfig) -> list[list[Hypothesis]]:
+        """The decode.nbest best outputs of each source of one batch, best first, each of at most its limit's tokens.
+        CTranslate2 takes one limit per call, so each group of sentences with the same limit is one call: decoding
+        to a longer limit and cutting would change a cut output's score, and the n-best list and its order. A
+        length-sorted batch has few such groups."""
+        found: list[list[Hypothesis]] = [[] for _ in src_ids]
+        groups: dict[int, list[int]] = {}  # limit → the batch's rows with that limit
+        for row, limit in enumerate(limits):
+            groups.setdefault(limit, []).append(row)
+        for limit, rows in groups.items():
+            for row, hyps in zip(rows, self._search([src_ids[row] for row in rows], limit, decode)):
+                found[row] = hyps
+        return found
+
+    def _search(self, src_ids: list[list[int]], limit: int, decode: DecodeConfig) -> list[list[Hypothesis]]:
+        """One translate_batch call: every output of at most `limit` tokens."""
+        src, tgt = self.tokenizer.src, self.tokenizer.tgt
+        results = self.translator.translate_batch(
+            [[src.id_to_piece(t) for t in ids] for ids in src_ids],
+            beam_size=decode.beam_size, num_hypotheses=decode.nbest, length_penalty=decode.alpha,
+            max_decoding_length=limit, min_decoding_length=decode.min_len,
+            no_repeat_ngram_size=decode.no_repeat_ngram_size,
+            max_input_length=self.max_positions, return_scores=True,
+            suppress_sequences=[[tgt.id_to_piece(PAD)], [tgt.id_to_piece(BOS)]])
+        return [[Hypothesis([tgt.piece_to_id(p) for p in pieces], score)  # CTranslate2 leaves EOS out
+                 for pieces, score in zip(result.hypotheses, result.scores)] for result in results]

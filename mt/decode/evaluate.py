@@ -1,0 +1,33 @@
+"""`mt evaluate`: translate a test set and score the translations with sacreBLEU (mt/core/scoring.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mt.core.atomic import TEXT, atomic_write_bytes
+from mt.config import DataConfig, DecodeConfig
+from mt.data.corpora import read_corpus
+from mt.core.lines import read_lines
+from mt.core.scoring import Scores, score
+from mt.decode.translator import Translator
+
+
+def read_test_set(data: DataConfig) -> tuple[list[str], list[list[str]]]:
+    """A config's test set: its source lines and its one set of references."""
+    test = read_corpus(data.test, data, "test")
+    return test["src"], [test["tgt"]]
+
+
+def read_test_files(src: Path, refs: list[Path]) -> tuple[list[str], list[list[str]]]:
+    """A source file and one or more reference files."""
+    return read_lines(src), [read_lines(ref) for ref in refs]
+
+
+def evaluate(translator: Translator, sources: list[str], references: list[list[str]], decode: DecodeConfig,
+             output: Path | None = None) -> Scores:
+    """Translate `sources`, keep the translations in `output` (written atomically) if given, and score them
+    against `references` with the BLEU tokenizer of the model's target language."""
+    hypotheses = translator.translate_lines(sources, decode)
+    if output is not None:
+        atomic_write_bytes(output, "".join(line + "\n" for line in hypotheses).encode("utf-8"), TEXT)
+    return score(hypotheses, references, translator.config.data.tgt_lang)

@@ -1,0 +1,301 @@
+"""Decoding: from source ids to output ids, greedy or by beam search.
+
+Both encode the source once and feed the decoder one new token per step, keeping each layer's keys and values
+in a DecoderCache (mt/decode/cache.py); use_cache=False decodes the whole prefix again at every step instead: the
+reference that the cached path must match. An output is its tokens up to and including EOS, or `max_len` tokens
+without one.
+
+A hypothesis's score means the same in both searches: its log-probability (EOS included) divided by GNMT's
+length penalty ((5 + length) / 6) ** alpha, its length counting EOS. With alpha 0 it is the log-probability.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from mt.data.batching import pad_ids, source_batches
+from mt.decode.cache import DecoderCache
+from mt.config import DecodeConfig
+from mt.model.transformer import Transformer, make_pad_mask, make_tgt_mask
+from mt.decode.packing import PackedWeights
+from mt.data.tokenizer import BOS, EOS, PAD
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # output ids, without BOS and EOS
+    score: float       # log-probability (EOS included) / length_penalty(length with EOS, alpha)
+
+
+@dataclass
+class Ensemble:
+    """Models that share one vocabulary, decoded as one: at every step, the next token's log-probability is the
+    weighted mean of theirs (log-linear, as Marian's --weights). A model alone is an ensemble of one, weight 1."""
+
+    models: list[Transformer]
+    weights: list[float]  # summing to 1
+
+    @classmethod
+    def of(cls, model: Transformer | Ensemble) -> Ensemble:
+        return model if isinstance(model, Ensemble) else cls([model], [1.0])
+
+    @property
+    def max_positions(self) -> int:
+        return min(model.config.max_positions for model in self.models)
+
+
+class SearchEngine(Protocol):
+    """What searches a batch of sources: mt's own Searcher, or a CTranslate2 export (mt/decode/ctranslate2.py)."""
+
+    @property
+    def max_positions(self) -> int:
+        """The length of the position table: no output reaches it (output_limit)."""
+
+    def search_batch(self, src_ids: list[list[int]], limits: list[int],
+                     decode: DecodeConfig) -> list[list[Hypothesis]]:
+        """The decode.nbest best outputs of each source (ids) of one batch, best first, each of at most its limit's
+        tokens."""
+
+
+def search_sources(engine: SearchEngine, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
+    """The decode.nbest best outputs of each source, best first, in input order. Sources are sorted by length into
+    batches of at most decode.max_tokens tokens (one looping output delays only its batch); each sentence keeps its
+    own output limit."""
+    found: list[list[Hypothesis]] = [[] for _ in src_ids]
+    for batch in source_batches(src_ids, decode.max_tokens):
+        limits = [output_limit(decode, len(src_ids[i]), engine.max_positions) for i in batch]
+        for i, hyps in zip(batch, engine.search_batch([src_ids[i] for i in batch], limits, decode)):
+            found[i] = hyps
+    return found
+
+
+def output_limit(decode: DecodeConfig, src_len: int, max_positions: int) -> int:
+    """The most tokens an output may have: a · source length + b, within the position table."""
+    return min(int(decode.max_len_a * src_len + decode.max_len_b), max_positions - 1)
+
+
+class Searcher:
+    """mt's own engine: a model (or an ensemble) on a device. On the CPU, the decoder's steps multiply by weights
+    packed for their size (mt/decode/packing.py), kept from batch to batch."""
+
+    def __init__(self, model: Transformer | Ensemble, device: torch.device):
+        self.ensemble, self.device = Ensemble.of(model), device
+        self.packed = PackedWeights()
+
+    @property
+    def models(self) -> list[Transformer]:
+        return self.ensemble.models
+
+    @property
+    def max_positions(self) -> int:
+        return self.ensemble.max_positions
+
+    def search(self, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
+        """The decode.nbest best outputs of each source, best first, in input order (search_sources)."""
+        return search_sources(self, src_ids, decode)
+
+    def search_batch(self, src_ids: list[list[int]], limits: list[int],
+                     decode: DecodeConfig) -> list[list[Hypothesis]]:
+        """The decode.nbest best outputs of each source of one batch, best first, each of at most its limit's
+        tokens; greedy when decode.beam_size is 1."""
+        src = pad_ids(src_ids).to(self.device)                                                    # [B, S]
+        max_len = torch.tensor(limits, device=self.device)                                        # [B]
+        options = {"alpha": decode.alpha, "min_len": decode.min_len,
+                   "no_repeat_ngram_size": decode.no_repeat_ngram_size}
+        # Each decoder step has B·beam rows (fewer once a beam search sentence is done)
+        steps = [module for model in self.models for module in (model.decoder, model.generator)]
+        with self.packed.applied(steps, len(src_ids) * decode.beam_size):
+            if decode.beam_size == 1:
+                return [[h] for h in greedy_search(self.ensemble, src, max_len, **options)]
+            return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
+
+
+class StepDecoder:
+    """Next-token log-probabilities for a batch of prefixes of the sources src [B,S], from a model or the weighted
+    mean of an ensemble's (each model with its own memory and cache), with the search's constraints applied.
+
+    With `beams` K, the prefixes come in groups of K per sentence.
+    """
+
+    def __init__(self, model: Transformer | Ensemble, src: Tensor, use_cache: bool, max_len: int, min_len: int = 0,
+                 no_repeat_ngram_size: int = 0, beams: int = 1):
+        ensemble = Ensemble.of(model)
+        src_mask = make_pad_mask(src, PAD)                                                        # [B,1,1,S]
+        self.members = [ModelStep(m, m.encode(src, src_mask), src_mask, use_cache, max_len, beams)
+                        for m in ensemble.models]
+        self.weights, self.min_len, self.no_repeat_ngram_size = ensemble.weights, min_len, no_repeat_ngram_size
+
+    def log_probs(self, prefixes: Tensor) -> Tensor:
+        """prefixes [N, t] (BOS first) → log-probabilities of the next token [N, V]."""
+        if len(self.members) == 1:  # a model alone: its own log-probabilities, untouched
+            log_probs = self.members[0].log_probs(prefixes)
+        else:  # each member once: a step appends to its cache
+            log_probs = sum(w * member.log_probs(prefixes) for w, member in zip(self.weights, self.members))
+        log_probs[:, [PAD, BOS]] = float("-inf")  # never outputs
+        if prefixes.size(1) <= self.min_len:  # fewer than min_len tokens so far (BOS aside): no EOS yet
+            log_probs[:, EOS] = float("-inf")
+        if self.no_repeat_ngram_size:
+            block_repeated_ngrams(log_probs, prefixes[:, 1:], self.no_repeat_ngram_size)
+        return log_probs
+
+    def select(self, rows: Tensor, same_sentences: bool) -> None:
+        """Keep rows `rows` of the batch, in that order (beam search reorders its hypotheses). With
+        `same_sentences`, each row stays among its sentence's rows, so the memory rows need no reordering."""
+        for member in self.members:
+            member.select(rows, same_sentences)
+
+
+class ModelStep:
+    """One model's next-token log-probabilities, with or without the incremental cache.
+
+    With `beams` K, the cache lets each group of K prefixes share its sentence's memory row [B,S,D]; the full
+    recomputation copies each row K times.
+    """
+
+    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool, max_len: int,
+                 beams: int):
+        self.cache = DecoderCache(model, memory, src_mask, beams, capacity=max_len) if use_cache else None
+        if not use_cache and beams > 1:
+            rows = torch.arange(memory.size(0), device=memory.device).repeat_interleave(beams)
+            memory, src_mask = memory.index_select(0, rows), src_mask.index_select(0, rows)  # [B·K,S,D]
+        # memory and src_mask are read by the full recomputation only: the cache keeps its own
+        self.model, self.memory, self.src_mask, self.beams = model, memory, src_mask, beams
+
+    def log_probs(self, prefixes: Tensor) -> Tensor:
+        """prefixes [N, t] (BOS first) → the model's log-probabilities of the next token [N, V]."""
+        if self.cache is not None:  # only the newest token goes through the decoder
+            hidden = self.cache.step(prefixes[:, -1:])
+        else:
+            hidden, _ = self.model.decode(prefixes, self.memory, self.src_mask, make_tgt_mask(prefixes, PAD))
+        return self.model.generator(hidden[:, -1]).float().log_softmax(dim=-1)
+
+    def select(self, rows: Tensor, same_sentences: bool) -> None:
+        if self.cache is not None:  # one memory row per group of beams: the group's sentence
+            self.cache.select(rows, None if same_sentences else rows.view(-1, self.beams)[:, 0] // self.beams)
+        elif not same_sentences:
+            self.memory, self.src_mask = self.memory.index_select(0, rows), self.src_mask.index_select(0, rows)
+
+
+def block_repeated_ngrams(log_probs: Tensor, tokens: Tensor, n: int) -> None:
+    """Forbid each next token that would repeat an n-gram already in its row of `tokens` [N, t] (the output so
+    far): where the last n-1 tokens occurred before, the token that followed them then gets -inf in log_probs."""
+    if tokens.size(1) < n:
+        return
+    grams = tokens.unfold(1, n, 1)                                            # [N, t-n+1, n]
+    context = tokens[:, tokens.size(1) - n + 1:]                              # [N, n-1]
+    repeats = (grams[:, :, :-1] == context[:, None, :]).all(dim=-1)           # [N, t-n+1]
+    rows, starts = repeats.nonzero(as_tuple=True)
+    log_probs[rows, grams[rows, starts, -1]] = float("-inf")
+
+
+@torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
+def greedy_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, use_cache: bool = True,
+                  alpha: float = 0.0, min_len: int = 0, no_repeat_ngram_size: int = 0) -> list[Hypothesis]:
+    """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step.
+    alpha only scores the output (see the module's docstring), as beam search would score it."""
+    decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size)
+    batch = src.size(0)
+    ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
+    log_prob = torch.zeros(batch, device=src.device)
+    finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
+    for step in range(int(max_len.max())):  # finished rows stay in the batch: every step has B rows
+        best, next_token = decoder.log_probs(ys).max(dim=-1)               # [B], [B]
+        log_prob += best.masked_fill(finished, 0.0)
+        next_token = next_token.masked_fill(finished, PAD)
+        ys = torch.cat([ys, next_token[:, None]], dim=1)
+        finished |= (next_token == EOS) | (step + 1 >= max_len)
+        if finished.all():
+            break
+    hypotheses = []
+    for row, lp in zip(ys[:, 1:].tolist(), log_prob.tolist()):
+        tokens = _strip(row)
+        length = len(tokens) + (EOS in row)
+        hypotheses.append(Hypothesis(tokens, lp / length_penalty(length, alpha)))
+    return hypotheses
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT (Wu et al., 2016): ((5 + length) / 6) ** alpha; alpha 0 means no normalisation."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
+def beam_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, beam_size: int, alpha: float = 0.0,
+                nbest: int = 1, use_cache: bool = True, min_len: int = 0,
+                no_repeat_ngram_size: int = 0) -> list[list[Hypothesis]]:
+    """Batched beam search: B sentences × K beams decoded together. Returns the `nbest` best outputs per
+    sentence, best first, by log-probability / length_penalty(output length incl. EOS, alpha).
+
+    A finished hypothesis is kept; a sentence stops when it has `nbest` finished ones and no open one can
+    beat them any more (log-probabilities only fall; with alpha > 0 the penalty is at most that of max_len).
+    """
+    batch, k = src.size(0), beam_size
+    device = src.device
+    decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size, beams=k)
+    ys = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)          # [B*K, t]
+    scores = torch.full((batch, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0                                                              # one live beam at first
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    active = list(range(batch))                                                     # sentences still searching
+    limits = max_len.tolist()
+    for step in range(int(max_len.max())):
+        log_probs = decoder.log_probs(ys)                                           # [N*K, V]
+        vocab = log_probs.size(-1)
+        candidates = (scores.view(-1, 1) + log_probs).view(len(active), k * vocab)   # [N, K*V]
+        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)      # [N, 2K]: room after EOS
+        top_rows = top_index // vocab + torch.arange(len(active), device=device)[:, None] * k
+        top_scores, top_rows, top_tokens = top_scores.tolist(), top_rows.tolist(), (top_index % vocab).tolist()
+        survivors, still_active = [], []                                            # (row, token, score)
+        for n, sentence in enumerate(active):
+            ranked = zip(top_scores[n], top_rows[n], top_tokens[n])
+            at_limit = step + 1 >= limits[sentence]
+            kept = _extend(ranked, ys, k, at_limit, alpha, finished[sentence])
+            if kept and not _done(finished[sentence], kept[0][2], nbest, limits[sentence], alpha):
+                survivors += kept + [(kept[0][0], PAD, float("-inf"))] * (k - len(kept))  # dead rows: -inf
+                still_active.append(sentence)
+        if not still_active:
+            break
+        rows_kept, tokens, kept_scores = zip(*survivors)
+        index = torch.tensor(rows_kept, device=device)
+        ys = torch.cat([ys.index_select(0, index), torch.tensor(tokens, device=device)[:, None]], dim=1)
+        scores = torch.tensor(kept_scores, device=device).view(-1, k)
+        decoder.select(index, same_sentences=len(still_active) == len(active))
+        active = still_active
+    return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
+
+
+def _extend(ranked, ys: Tensor, k: int, at_limit: bool, alpha: float,
+            finished: list[Hypothesis]) -> list[tuple[int, int, float]]:
+    """Walk one sentence's candidates, best first: one ending in EOS (or reaching the length limit) joins
+    `finished`; the others stay open, up to k of them. Returns the open ones as (row, token, score)."""
+    kept = []
+    for score, row, token in ranked:
+        if score == float("-inf") or len(kept) == k:
+            break
+        if token == EOS or at_limit:
+            tokens = ys[row, 1:].tolist() + ([] if token == EOS else [token])
+            length = ys.size(1)  # the tokens so far (BOS aside) and this one
+            finished.append(Hypothesis(tokens, score / length_penalty(length, alpha)))
+        else:
+            kept.append((row, token, score))
+    return kept
+
+
+def _done(finished: list[Hypothesis], best_open: float, nbest: int, max_len: int, alpha: float) -> bool:
+    """True when no open hypothesis can enter the n-best any more."""
+    if len(finished) < nbest:
+        return False
+    worst_kept = sorted(h.score for h in finished)[-nbest]
+    best_possible = best_open / length_penalty(max_len, alpha) if alpha > 0 else best_open
+    return best_possible <= worst_kept
+
+
+def _strip(ids: list[int]) -> list[int]:
+    """Cut at the first EOS and drop padding."""
+    if EOS in ids:
+        ids = ids[:ids.index(EOS)]
+    return [i for i in ids if i != PAD]

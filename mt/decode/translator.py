@@ -1,0 +1,166 @@
+"""Text in, text out: tokenise, sort by length into batches, search each batch with an engine (mt's own, or a
+CTranslate2 export) within each sentence's output limit, detokenise, in input order; streamed chunk by chunk for
+long inputs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from torch import Tensor
+
+from mt.data.batching import pad_ids
+from mt.exchange.checkpoint import default_checkpoint, load_model, training_facts
+from mt.config import Config, DecodeConfig, Device, Engine
+from mt.core.device import resolve_device
+from mt.core.errors import MtError
+from mt.decode.search import Ensemble, SearchEngine, Searcher, search_sources
+from mt.data.tokenizer import BOS, Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Translation:
+    text: str
+    score: float  # the hypothesis's score (see mt/decode/search.py)
+
+
+@dataclass
+class Attention:
+    """What each piece of a translation attended to in its source, teacher forced (mt/model/transformer.py's
+    Transformer.cross_attention): weights [layers, heads, T, S], rows labelled by `target`, columns by `source`."""
+
+    source: list[str]      # the source's pieces, EOS last
+    source_ids: list[int]
+    target: list[str]      # the translation's pieces, EOS last
+    target_ids: list[int]
+    weights: Tensor        # [layers, heads, T, S]
+
+
+@dataclass
+class Translator:
+    """A model ready to translate text: its engine, its tokenizer, and its config (its languages and position
+    table; its `decode` section holds the decode settings a command starts from). It batches the sources and
+    sets each one's output limit (search_sources), the same way for either engine."""
+
+    engine: SearchEngine
+    tokenizer: Tokenizer
+    config: Config
+    facts: dict = field(default_factory=dict)  # of its training: step, dev scores (checkpoint.training_facts)
+
+    @property
+    def decode(self) -> DecodeConfig:
+        return self.config.decode
+
+    def encode(self, lines: list[str], first_line: int = 1) -> list[list[int]]:
+        """Source ids per line (an empty line: none); a line longer than the position table is cut there, with a
+        warning that numbers it from `first_line`."""
+        return encode_sources(self.tokenizer, lines, self.config.model.max_positions, first_line)
+
+    def translate(self, lines: list[str], decode: DecodeConfig | None = None,
+                  first_line: int = 1) -> list[list[Translation]]:
+        """The decode.nbest best translations of each line, best first, in input order. An empty line gets one
+        empty translation. `first_line` numbers the lines in warnings."""
+        return self.translate_ids(self.encode(lines, first_line), decode)
+
+    def translate_ids(self, src_ids: list[list[int]], decode: DecodeConfig | None = None) -> list[list[Translation]]:
+        """As `translate`, for sources already encoded (`encode`): an empty source gets one empty translation."""
+        todo = [i for i, ids in enumerate(src_ids) if len(ids) > 1]  # more than EOS alone
+        outputs = [[Translation("", 0.0)] for _ in src_ids]
+        found = search_sources(self.engine, [src_ids[i] for i in todo], decode or self.decode)
+        for i, hyps in zip(todo, found):
+            texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
+            outputs[i] = [Translation(text, h.score) for text, h in zip(texts, hyps)]
+        return outputs
+
+    def attention(self, source: str, translation: str) -> Attention:
+        """The cross-attention of `translation` (its pieces re-encoded from the text) given `source`."""
+        models = getattr(self.engine, "models", [])
+        if len(models) != 1:
+            raise MtError("attention maps need mt's own engine with one checkpoint (not a CTranslate2 export, "
+                          "nor an ensemble)")
+        model = models[0]
+        src_ids = self.tokenizer.encode_src([source.strip()])[0]                   # pieces … EOS
+        tgt_ids = self.tokenizer.encode_tgt([translation])[0][1:]                  # pieces … EOS (BOS dropped)
+        device = next(model.parameters()).device
+        src, tgt_input = pad_ids([src_ids]), pad_ids([[BOS] + tgt_ids[:-1]])       # the decoder reads BOS pieces …
+        weights = model.cross_attention(src.to(device), tgt_input.to(device))[0].cpu()  # [layers, heads, T, S]
+        return Attention([self.tokenizer.src.id_to_piece(i) for i in src_ids], src_ids,
+                         [self.tokenizer.tgt.id_to_piece(i) for i in tgt_ids], tgt_ids, weights)
+
+    def translate_lines(self, lines: list[str], decode: DecodeConfig | None = None) -> list[str]:
+        """One output line per input line, in input order; an empty input line gives an empty output line."""
+        return [best[0].text for best in self.translate(lines, decode)]
+
+
+def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto", engine: Engine = "mt",
+                    weights: list[float] | None = None, compute_type: str = "auto") -> Translator:
+    """A checkpoint (default: the latest run's best) with mt's own search, or a CTranslate2 export directory
+    (default: the latest run's ctranslate2/) computing in `compute_type` (mt/decode/ctranslate2.py). Several
+    checkpoints that share a vocabulary translate as an ensemble, each with its weight (default: equal)."""
+    torch_device = resolve_device(device)
+    paths = checkpoint if isinstance(checkpoint, list) else [checkpoint] if checkpoint else []
+    if engine == "mt" and compute_type != "auto":
+        raise MtError(f"--compute-type {compute_type}: compute types are CTranslate2's (--engine ctranslate2)")
+    if engine == "ctranslate2":
+        if len(paths) > 1:
+            raise MtError("--engine ctranslate2 translates with one model (CTranslate2 has no ensembles); "
+                          "ensembles use mt's own engine")
+        from mt.decode.ctranslate2 import CTranslate2Engine  # the optional ctranslate2 package
+
+        ct2 = CTranslate2Engine(paths[0] if paths else default_checkpoint().parent.parent / "ctranslate2",
+                                torch_device, compute_type)
+        return Translator(ct2, ct2.tokenizer, ct2.config, ct2.facts)
+    paths = paths or [default_checkpoint()]
+    if weights and len(paths) == 1:
+        raise MtError("--weights weighs the models of an ensemble: give several --checkpoint")
+    weights = ensemble_weights(weights, len(paths))  # checked before the models load
+    loaded = [load_model(path, torch_device) for path in paths]  # (model, tokenizer, config, state) each
+    model, tokenizer, config, state = loaded[0]  # the first one's config and decode settings lead
+    for path, (_, other, _, _) in zip(paths[1:], loaded[1:]):
+        if (other.vocab_hash, other.scripts) != (tokenizer.vocab_hash, tokenizer.scripts):
+            raise MtError(f"{path}: its vocabulary (hash {other.vocab_hash}) or script conversion differs from "
+                          f"{paths[0]}'s ({tokenizer.vocab_hash}); an ensemble's models share one tokenizer")
+    facts = training_facts(state)
+    if len(paths) > 1:
+        facts["ensemble"] = [str(path) for path in paths]
+        model = Ensemble([member for member, *_ in loaded], weights)
+    return Translator(Searcher(model, torch_device), tokenizer, config, facts)
+
+
+def ensemble_weights(weights: list[float] | None, models: int) -> list[float]:
+    """--weights, one per model (default: equal), as fractions of their sum."""
+    weights = weights or [1.0] * models
+    if len(weights) != models:
+        raise MtError(f"--weights: {len(weights)} given for {models} checkpoints")
+    if any(w <= 0 for w in weights):
+        raise MtError(f"--weights {' '.join(map(str, weights))}: each must be positive")
+    return [w / sum(weights) for w in weights]
+
+
+ChunkTranslator = Callable[[list[str], int], list[list[Translation]]]  # (lines, number of the first) → n-best
+
+
+def translate_stream(translate_chunk: ChunkTranslator, lines: Iterable[str], chunk_size: int
+                     ) -> Iterator[list[Translation]]:
+    """Translate `chunk_size` lines at a time and yield each line's translations as soon as its chunk is
+    done, holding one chunk at a time. Lines are sorted by length within a chunk only."""
+    lines = iter(lines)
+    first_line = 1
+    while chunk := list(itertools.islice(lines, chunk_size)):
+        yield from translate_chunk(chunk, first_line)
+        first_line += len(chunk)
+
+
+def encode_sources(tokenizer: Tokenizer, lines: list[str], limit: int, first_line: int) -> list[list[int]]:
+    """Source ids per line; a line longer than the position table is cut there, with a warning."""
+    src_ids = tokenizer.encode_src([line.strip() for line in lines])
+    for i, ids in enumerate(src_ids):
+        if len(ids) > limit:
+            log.warning(f"input line {first_line + i} has {len(ids)} tokens; translating its first {limit}")
+            src_ids[i] = ids[:limit - 1] + ids[-1:]
+    return src_ids

@@ -1,0 +1,1 @@
+"""Models in and out of mt: checkpoints, and exports to CTranslate2 and Hugging Face."""

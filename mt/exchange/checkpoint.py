@@ -1,0 +1,161 @@
+"""Checkpoints: saving, weights-only loading, averaging, and the run directory's bookkeeping.
+
+A checkpoint is self-contained: model weights; optimiser, schedule and loss-scaler state and the data position
+(for an exact resume: dropout draws from a generator seeded by the seed, process and step, so no RNG state is
+kept); the resolved config; and the SentencePiece model(s) with their vocabulary hash. It is written atomically
+(mt/core/atomic.py).
+
+    runs/NAME/checkpoints/step-00001000.pt   the last `train.keep_last` of these
+    runs/NAME/checkpoints/last.pt            hard link to the newest
+    runs/NAME/checkpoints/best.pt            hard link to the best by dev BLEU
+    runs/NAME/checkpoints/average.pt         `mt average`: the mean of the last N step checkpoints
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import zipfile
+from pathlib import Path
+
+import torch
+
+from mt.core.atomic import CHECKPOINT, atomic_write_bytes, link_atomic
+from mt.config import Config, config_from_dict
+from mt.core.errors import MtError
+from mt.model.transformer import Transformer
+from mt.data.tokenizer import PAD, Tokenizer
+
+RUNS_ROOT = Path("runs")
+
+
+def save_checkpoint(state: dict, path: Path) -> None:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    atomic_write_bytes(path, buffer.getvalue(), CHECKPOINT)
+
+
+def load_checkpoint(path: Path) -> dict:
+    """Load with weights_only=True: a checkpoint can hold tensors and plain data, never code."""
+    path = Path(path)
+    if not path.is_file():
+        raise MtError(f"{path}: no such checkpoint")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        lines = [line for line in str(e).splitlines() if "GLOBAL" in line] or ["it is not weights and data"]
+        raise MtError(f"{path}: refused, it could run code: {lines[0].strip()}")
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as e:
+        raise MtError(f"{path}: not a readable checkpoint (truncated or corrupt: {str(e).splitlines()[0]})")
+    if not isinstance(state, dict) or "model" not in state or "config" not in state:
+        raise MtError(f"{path}: not an mt checkpoint")
+    return state
+
+
+def tokenizer_state(tokenizer: Tokenizer) -> dict:
+    return {"src": tokenizer.src_proto, "tgt": tokenizer.tgt_proto, "vocab_hash": tokenizer.vocab_hash}
+
+
+def tokenizer_from_state(state: dict, path: Path, scripts: tuple[str, str]) -> Tokenizer:
+    """The checkpoint's own tokenizer, refused when it is not the one its vocabulary hash names (damaged)."""
+    saved = state["tokenizer"]
+    tokenizer = Tokenizer(saved["src"], saved["tgt"], scripts)
+    if tokenizer.vocab_hash != saved["vocab_hash"]:
+        raise MtError(f"{path}: the tokenizer inside does not match its vocabulary hash")
+    return tokenizer
+
+
+def load_model(path: Path, device: torch.device) -> tuple[Transformer, Tokenizer, Config, dict]:
+    """Rebuild the model and its tokenizer from a checkpoint, checking that they belong together."""
+    state = load_checkpoint(path)
+    config = config_from_dict(state["config"], source=str(path))
+    tokenizer = tokenizer_from_state(state, path, config.data.scripts())
+    model = Transformer(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, PAD)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as e:
+        raise MtError(f"{path}: weights do not fit the model its config describes "
+                      f"({str(e).strip().splitlines()[-1].strip()})")
+    return model.to(device).eval(), tokenizer, config, state
+
+
+def training_facts(state: dict) -> dict:
+    """What a checkpoint tells of its training: its step, its dev scores with their sacreBLEU signatures (when it
+    was validated), and the checkpoints it averages (`mt average`)."""
+    return {"step": state.get("step", 0), "dev": state.get("dev") or {},
+            **({"averaged": state["averaged"]} if "averaged" in state else {})}
+
+
+EXPORT_META_FILE = "mt.json"  # in an export's directory: marks it as mt's, with its format, config and facts
+
+
+def export_meta(directory: Path) -> dict | None:
+    """The mt.json of mt's export in `directory`, or None when the directory is not one: no mt.json, or one that is
+    unreadable, not JSON, not an object, or names no format."""
+    try:
+        meta = json.loads((Path(directory) / EXPORT_META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none, unreadable, not UTF-8 or not JSON (both ValueErrors)
+        return None
+    return meta if isinstance(meta, dict) and "format" in meta else None
+
+
+def export_format(directory: Path) -> str | None:
+    """The format of mt's export in `directory` ("ctranslate2", "huggingface"), or None when it is not one."""
+    meta = export_meta(directory)
+    return meta["format"] if meta else None
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def last_checkpoint(run_dir: Path) -> Path:
+    return checkpoint_dir(run_dir) / "last.pt"
+
+
+def save_run_checkpoint(state: dict, run_dir: Path, step: int, best: bool, keep_last: int) -> Path:
+    """step-N.pt, then last.pt (and best.pt when `best`) as hard links to it; then only the newest `keep_last` step
+    checkpoints are kept (last.pt and best.pt are links and survive on their own). Returns step-N.pt."""
+    directory = checkpoint_dir(run_dir)
+    path = directory / f"step-{step:08d}.pt"
+    save_checkpoint(state, path)
+    link_atomic(path, last_checkpoint(run_dir))
+    if best:
+        link_atomic(path, directory / "best.pt")
+    steps = sorted(directory.glob("step-*.pt"))
+    for old in steps[:max(len(steps) - keep_last, 0)]:
+        old.unlink()
+    return path
+
+
+def default_checkpoint() -> Path:
+    """The best checkpoint of the most recently trained run under runs/."""
+    candidates = [last_checkpoint(run) for run in RUNS_ROOT.glob("*") if last_checkpoint(run).exists()]
+    if not candidates:
+        raise MtError(f"no trained run under {RUNS_ROOT}/: train one with `mt train` or pass --checkpoint")
+    latest = max(candidates, key=lambda p: p.stat().st_mtime).parent
+    best = latest / "best.pt"
+    return best if best.exists() else latest / "last.pt"
+
+
+def average_checkpoints(run_dir: Path, last: int) -> dict:
+    """A checkpoint whose weights are the element-wise mean of the run's newest `last` step checkpoints
+    (the paper averages the last 5 or 20). Loaded one at a time, so memory holds two models, not N."""
+    paths = sorted(checkpoint_dir(run_dir).glob("step-*.pt"))[-last:]
+    if len(paths) < last:
+        raise MtError(f"{checkpoint_dir(run_dir)}: {len(paths)} step checkpoints, {last} asked for "
+                      f"(train.keep_last decides how many a run keeps)")
+    newest = load_checkpoint(paths[0])
+    model_config, vocab_hash = newest["config"]["model"], newest["tokenizer"]["vocab_hash"]
+    dtypes = {name: tensor.dtype for name, tensor in newest["model"].items()}
+    total = {name: tensor.double() for name, tensor in newest["model"].items()}  # N identical weights average exactly
+    for path in paths[1:]:
+        newest = load_checkpoint(path)
+        if newest["config"]["model"] != model_config or newest["tokenizer"]["vocab_hash"] != vocab_hash:
+            raise MtError(f"{path}: its model or vocabulary differs from {paths[0].name}'s; cannot average them")
+        for name, tensor in newest["model"].items():
+            total[name] += tensor.double()
+    weights = {name: (tensor / len(paths)).to(dtypes[name]) for name, tensor in total.items()}
+    return {"model": weights, "config": newest["config"], "tokenizer": newest["tokenizer"], "step": newest["step"],
+            "averaged": [path.name for path in paths]}

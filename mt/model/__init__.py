@@ -1,0 +1,1 @@
+"""The paper's encoder-decoder Transformer, box by box (transformer.py), and its dropout."""

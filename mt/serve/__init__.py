@@ -1,0 +1,1 @@
+"""`mt serve`: LibreTranslate's API, mt's own, and the page, with batching across requests."""

@@ -1,0 +1,127 @@
+"""Batching across requests: a bounded queue of translation jobs and one worker thread that decodes them together.
+
+A server's requests arrive one sentence or a few at a time; decoding each alone leaves most of the machine idle.
+The worker takes the oldest job and the others waiting, and, while fewer have come than in its last round, those
+that arrive: until none has come for `wait_ms`, `max_tokens` source tokens are gathered, or the first job has
+waited 10 × `wait_ms`. It translates all the gathered lines with one `Translator.translate_ids` call, which sorts
+them by length into token-budget batches; each line was encoded once, when its job was submitted. Jobs with other
+decode settings are translated in their own call. A job that was cancelled before the worker reached it (its
+client left, or it waited too long) is skipped, never decoded.
+
+Batching never changes an output: each sentence keeps its own length limit, and padding is masked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from mt.config import DecodeConfig
+from mt.decode.translator import Attention, Translation, Translator
+
+log = logging.getLogger(__name__)
+
+
+class Busy(Exception):
+    """The queue is full: the server has more work than it can take now."""
+
+
+@dataclass
+class Job:
+    lines: list[str]
+    src_ids: list[list[int]]    # the lines encoded (Translator.encode), for the batch budget and the search
+    decode: DecodeConfig
+    attention: bool = False     # also the cross-attention of each line's translations (mt's own engine)
+    result: Future = field(default_factory=Future)  # → (n-best per line, attention per line's n-best or None)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(ids) for ids in self.src_ids)
+
+
+class BatchingWorker:
+    """Owns the translator: every decoding goes through its one thread, in the order jobs arrive."""
+
+    def __init__(self, translator: Translator, wait_ms: float = 5.0, max_tokens: int = 4000, queue_size: int = 256):
+        self.translator, self.wait, self.max_tokens = translator, wait_ms / 1000, max_tokens
+        self.jobs: queue.Queue[Job | None] = queue.Queue(maxsize=queue_size)
+        self.last_round = 1  # jobs translated together last time
+        self.thread = threading.Thread(target=self._run, name="mt-batching-worker", daemon=True)
+        self.thread.start()
+
+    def submit(self, lines: list[str], decode: DecodeConfig, attention: bool = False) -> Future:
+        """Queue the lines; the future gives their n-best translations. Raises Busy when the queue is full."""
+        job = Job(lines, self.translator.encode(lines), decode, attention)
+        try:
+            self.jobs.put_nowait(job)
+        except queue.Full:
+            raise Busy from None
+        return job.result
+
+    def stop(self) -> None:
+        """Finish the queued jobs, then end the thread."""
+        self.jobs.put(None)
+        self.thread.join()
+
+    def _run(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            jobs = self._gather(job)
+            self._translate([j for j in jobs if j is not None and j.result.set_running_or_notify_cancel()])
+            if None in jobs:
+                return
+
+    def _gather(self, first: Job) -> list[Job | None]:
+        """The first job and those that come with it, up to the token budget (None: stop after them).
+
+        The jobs already waiting are all taken. Then it waits for more only while fewer have come than the last
+        round had: those clients, answered one by one, are likely to send again, and waiting for them (until
+        none has come for `wait`) keeps them in one round instead of two that alternate. A lone client never
+        waits for company that is not coming."""
+        jobs, tokens, deadline = [first], first.tokens, time.monotonic() + 10 * self.wait
+        while tokens < self.max_tokens:
+            try:
+                job = self.jobs.get_nowait()
+            except queue.Empty:
+                if len(jobs) >= self.last_round or not self.wait:
+                    break
+                try:
+                    job = self.jobs.get(timeout=min(self.wait, deadline - time.monotonic()))
+                except (queue.Empty, ValueError):  # ValueError: the deadline has passed (a negative timeout)
+                    break
+            jobs.append(job)
+            if job is None:
+                break
+            tokens += job.tokens
+        self.last_round = len(jobs)
+        return jobs
+
+    def _translate(self, jobs: list[Job]) -> None:
+        """One Translator call per decode setting, its lines split back into their jobs."""
+        groups: dict[tuple, list[Job]] = {}
+        for job in jobs:
+            groups.setdefault(dataclasses.astuple(job.decode), []).append(job)
+        for group in groups.values():
+            src_ids = [ids for job in group for ids in job.src_ids]
+            start = time.perf_counter()
+            try:
+                found = self.translator.translate_ids(src_ids, group[0].decode)
+                log.debug(f"translated {len(src_ids)} lines of {len(group)} requests in "
+                          f"{1000 * (time.perf_counter() - start):.0f} ms; {self.jobs.qsize()} requests waiting")
+                for job in group:
+                    mine, found = found[:len(job.lines)], found[len(job.lines):]
+                    job.result.set_result((mine, self._attention(job, mine) if job.attention else None))
+            except Exception as e:  # noqa: BLE001 - the requests get the error; the worker carries on
+                log.exception("translation failed")
+                for job in group:
+                    if not job.result.done():
+                        job.result.set_exception(e)
+
+    def _attention(self, job: Job, found: list[list[Translation]]) -> list[list[Attention | None]]:
+        """The cross-attention of each translation of each line (None for an empty line)."""
+        return [[self.translator.attention(line, t.text) if line.strip() else None for t in nbest]
+                for line, nbest in zip(job.lines, found)]

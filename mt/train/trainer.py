@@ -1,0 +1,219 @@
+"""One update of the model, and the state a checkpoint keeps of it.
+
+Teacher forcing: the decoder reads `tgt[:, :-1]` and is scored on `tgt[:, 1:]` with label-smoothed cross
+entropy over non-PAD positions. Adam(0.9, 0.98, 1e-9) with the paper's inverse-square-root warm-up (section 5.3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from mt.config import Config, Keep, Precision, config_from_dict, config_to_dict
+from mt.core.device import has_native_bf16
+from mt.core.distributed import World, sum_across
+from mt.core.errors import MtError
+from mt.data.batching import Batch
+from mt.data.tokenizer import PAD, Tokenizer
+from mt.exchange.checkpoint import tokenizer_state
+from mt.model.transformer import Transformer
+from mt.train.loss import SmoothedCrossEntropy
+
+log = logging.getLogger(__name__)
+
+
+def inverse_sqrt_lr(step: int, d_model: int, warmup_steps: int, scale: float = 1.0) -> float:
+    """The paper's schedule (section 5.3): lrate = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
+    step = max(step, 1)
+    return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+
+
+@dataclass
+class Position:
+    """Where training stands: updates done, and the next one in the epoch's fixed batch order."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_index: int = 0  # the next update of the epoch (each uses accum_steps × processes batches)
+    best_bleu: float = -1.0
+    evals_without_gain: int = 0  # validations since dev BLEU last improved (for early stopping)
+
+
+MAX_SKIPPED_IN_A_ROW = 25  # fp16 loss scaling may skip a few steps while it finds its scale; more is divergence
+
+
+def autocast_dtype(precision: Precision, device: torch.device) -> torch.dtype | None:
+    """train.precision → the dtype that autocast computes in, or None for plain fp32."""
+    if precision == "auto":
+        return torch.bfloat16 if has_native_bf16(device) else None
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+class Trainer:
+    """The model, its optimiser, schedule and loss scaler, and where training stands: one update at a time, and
+    the state that a checkpoint keeps."""
+
+    def __init__(self, config: Config, tokenizer: Tokenizer, device: torch.device, world: World = World()):
+        self.config, self.tokenizer, self.device, self.world = config, tokenizer, device, world
+        t = config.train
+        self.model = Transformer(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, PAD).to(device)
+        self.network = self.model  # what a training step calls: the model, wrapped for DDP and/or compiled
+        if world.is_distributed:  # DDP copies rank 0's initial weights to every process
+            self.network = DistributedDataParallel(self.model, device_ids=[device] if device.type == "cuda" else None)
+        if t.compile:  # length buckets: one static graph per bucket shape; none: one graph for every shape
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, len(t.length_buckets))
+            self.network = torch.compile(self.network, dynamic=not t.length_buckets, mode=t.compile_mode)
+        # On a GPU, fused Adam updates all parameters in a few kernels instead of several per parameter list.
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=(t.adam_beta1, t.adam_beta2),
+                                          eps=t.adam_eps, fused=device.type == "cuda")
+        # LambdaLR counts from 0; update k (1-based) uses the paper's rate at step k.
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: inverse_sqrt_lr(
+            s + 1, config.model.d_model, t.warmup_steps, t.lr_scale))
+        # The same loss either way; torch's fused kernels are the faster on a GPU, blocks in the cache on a CPU.
+        self.criterion = (SmoothedCrossEntropy(PAD, t.label_smoothing) if device.type == "cpu" else
+                          nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=t.label_smoothing, reduction="sum"))
+        self.dtype = autocast_dtype(t.precision, device)
+        self.dtype_name = str(self.dtype or torch.float32).removeprefix("torch.")  # for reports: bfloat16, float32
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.dtype == torch.float16)
+        self.position = Position()
+        self.init_from: dict | None = None  # where the weights came from, when not from a random start
+        self.skipped_in_a_row = 0
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None)
+
+    # ------------------------------------------------------------ one update
+
+    def train_step(self, batches: list[Batch]) -> tuple[float, float] | None:
+        """One update from this process's `accum_steps` batches (on the CPU; counted there, then moved to the
+        device, so that counting waits for no GPU work): forward, loss, backward, clip, Adam, schedule.
+
+        The loss is summed over the whole global batch (all accumulated batches, all processes) and divided by
+        its target tokens, so k accumulated batches give the same update as one k-times-larger batch.
+        Returns (loss per target token, global target tokens), or None when a non-finite gradient skipped it.
+        """
+        self.model.train()
+        # Dropout masks depend only on (seed, process, update), so a resumed run draws the same ones.
+        torch.manual_seed(int(np.random.SeedSequence(
+            [self.config.train.seed, self.world.rank, self.position.step]).generate_state(1)[0]))
+        local_tokens = sum(batch.num_tokens for batch in batches)
+        batches = [batch.to(self.device) for batch in batches]
+        global_tokens = sum_across(self.world, local_tokens, self.device)
+        scale = self.world.size / global_tokens  # DDP averages gradients over processes; this makes it a sum
+        total = torch.zeros((), device=self.device)
+        self.optimizer.zero_grad(set_to_none=True)
+        for i, batch in enumerate(batches):
+            last = i == len(batches) - 1
+            sync = contextlib.nullcontext() if last or not self.world.is_distributed else self.network.no_sync()
+            with sync:
+                with self.autocast():
+                    logits = self.network(batch.src, batch.tgt_input)                    # [B,T,V]
+                    loss = self.criterion(logits.flatten(0, 1), batch.tgt_label.flatten())
+                self.scaler.scale(loss * scale).backward()
+            total += loss.detach()
+        self.scaler.unscale_(self.optimizer)
+        parameters = [p for p in self.model.parameters() if p.grad is not None]
+        norm = nn.utils.get_total_norm([p.grad for p in parameters])  # the same on every process after DDP
+        if not torch.isfinite(norm):
+            self.scaler.update()  # fp16: a smaller loss scale next time
+            self._skip()
+            return None
+        self.skipped_in_a_row = 0
+        if self.config.train.clip_grad_norm > 0:
+            nn.utils.clip_grads_with_norm_(parameters, self.config.train.clip_grad_norm, norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        return total.item() / local_tokens, global_tokens
+
+    def _skip(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        self.skipped_in_a_row += 1
+        log.warning(f"step {self.position.step + 1}: skipped, the gradient is not finite "
+                    f"({self.skipped_in_a_row} in a row)")
+        if self.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW:
+            raise MtError(f"training diverged: {self.skipped_in_a_row} updates in a row had a non-finite gradient "
+                          f"at step {self.position.step}; lower train.lr_scale, set train.clip_grad_norm, "
+                          f"or use train.precision bf16 or fp32", exit_code=1)
+
+    # ------------------------------------------------------------ run state
+
+    def state(self) -> dict:
+        p = self.position
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+                **dataclasses.asdict(p), "world_size": self.world.size,
+                "config": config_to_dict(self.config), "tokenizer": tokenizer_state(self.tokenizer),
+                **({"init_from": self.init_from} if self.init_from else {})}
+
+    def restore(self, state: dict) -> None:
+        try:
+            self.model.load_state_dict(state["model"])
+        except RuntimeError as e:
+            raise MtError(f"--resume: the checkpoint's weights do not fit this config's model "
+                          f"({str(e).strip().splitlines()[-1].strip()})")
+        if state.get("world_size", 1) != self.world.size:
+            raise MtError(f"--resume: the run was trained by {state.get('world_size', 1)} processes; resume it with "
+                          f"as many (this is {self.world.size}), or the data order would change")
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if "scaler" in state:  # checkpoints of earlier versions have none, nor every Position field
+            self.scaler.load_state_dict(state["scaler"])
+        self.position = Position(**{f.name: state[f.name] for f in dataclasses.fields(Position) if f.name in state})
+        self.init_from = state.get("init_from")
+
+    def start_from(self, state: dict, path: Path, keep: frozenset[Keep]) -> None:
+        """A new run from another run's weights (fine-tuning). Its optimizer's moments, its learning-rate
+        schedule and its place in the data are fresh unless `keep` names them."""
+        self.model.load_state_dict(state["model"])
+        missing = [part for part, key in (("optimizer", "optimizer"), ("schedule", "scheduler")) if part in keep
+                   and key not in state]
+        if missing:
+            raise MtError(f"--init-from {path}: has no {missing[0]} state to keep (an average of checkpoints?)")
+        if "optimizer" in keep:  # the moments; the learning rate and betas stay this config's
+            fresh = self.optimizer.state_dict()
+            self.optimizer.load_state_dict({**fresh, "state": state["optimizer"]["state"]})
+        if "schedule" in keep:  # no second warm-up: the rate goes on from the checkpoint's update count
+            self.scheduler.load_state_dict(state["scheduler"])
+            for group, lr in zip(self.optimizer.param_groups, self.scheduler.get_last_lr()):
+                group["lr"] = lr
+        if "position" in keep:  # the same data order, from where it stood (the update count goes on too)
+            self.position = Position(step=state.get("step", 0), epoch=state.get("epoch", 0),
+                                     batch_index=state.get("batch_index", 0))
+        self.init_from = {"checkpoint": str(Path(path).resolve()), "step": state.get("step", 0), "kept": sorted(keep),
+                          **({"from": state["init_from"]} if "init_from" in state else {})}
+
+
+# Model keys a fine-tuning run may change: they shape no weight.
+TUNABLE_MODEL_KEYS = {"dropout", "init_std"}
+
+
+def check_fits(start: dict, path: Path, config: Config, tokenizer: Tokenizer, run_dir: Path) -> None:
+    """A run started from a checkpoint's weights keeps its model's shape, its tokenizer and its script conversion;
+    refuse a config that differs, naming the key."""
+    theirs = config_from_dict(start["config"], source=str(path))
+    for field in dataclasses.fields(config.model):
+        mine, their = getattr(config.model, field.name), getattr(theirs.model, field.name)
+        if field.name not in TUNABLE_MODEL_KEYS and mine != their:
+            raise MtError(f"--init-from {path}: config key model.{field.name} is {mine!r} here but {their!r} in the "
+                          f"checkpoint; a run started from its weights keeps its model's shape")
+    sizes = {tokenizer.src_vocab_size, tokenizer.tgt_vocab_size}
+    if sizes != {config.tokenizer.vocab_size} or tokenizer.joint != config.tokenizer.joint:
+        raise MtError(f"--init-from {path}: config keys tokenizer.vocab_size/joint are "
+                      f"{config.tokenizer.vocab_size}/{config.tokenizer.joint} here but the checkpoint's tokenizer "
+                      f"has {'/'.join(map(str, sorted(sizes)))} pieces/{tokenizer.joint}; the run uses its tokenizer")
+    if config.data.scripts() != theirs.data.scripts():
+        raise MtError(f"--init-from {path}: config key data.chinese_script is {config.data.chinese_script!r} here "
+                      f"but {theirs.data.chinese_script!r} in the checkpoint; its tokenizer learned that script")
+    own = Tokenizer.load(run_dir, config.data.scripts())
+    if own is not None and own.vocab_hash != tokenizer.vocab_hash:
+        raise MtError(f"--init-from {path}: {run_dir} already has a tokenizer of its own, not the checkpoint's; "
+                      f"choose a new --run-dir")
