@@ -384,6 +384,9 @@ def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", comp
     keys = read_api_keys(api_keys) if api_keys else frozenset()
     translator = load_translator(checkpoint, device, engine, compute_type=compute_type)
     translator.config.decode = translator.decode.replace(DECODE_FLAGS, **decode)  # the server's defaults
+    if translator.decode.beam_size > limits.max_beam:
+        raise MtError(f"beam {translator.decode.beam_size} (--beam, or the checkpoint's decode.beam_size): over "
+                      f"--max-beam {limits.max_beam}")
     run_server(translator, engine, limits, host, port, keys)
 
 

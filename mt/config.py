@@ -55,9 +55,8 @@ def key(default: Any, help: str, *, flag: str = "", least: float | None = None, 
     `mt serve` may set it.
     """
     metadata = {"help": help, "flag": flag, "least": least, "per_request": per_request}
-    if isinstance(default, list) or dataclasses.is_dataclass(default):
-        return field(default_factory=lambda: dataclasses.replace(default) if dataclasses.is_dataclass(default)
-                     else list(default), metadata=metadata)
+    if isinstance(default, list) or dataclasses.is_dataclass(default):  # each config gets a copy of its own
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
     return field(default=default, metadata=metadata)
 
 
@@ -197,17 +196,18 @@ class TrainConfig:
 
 @dataclass
 class DecodeConfig:
-    """Translation: the checkpoint's defaults for `mt translate`, `mt evaluate` and `mt serve`, each of which the
-    command line (and a request to the server) can change. Defaults are the paper's beam search (section 6.1)."""
+    """Translation: the checkpoint's defaults for `mt translate`, `mt evaluate` and `mt serve`, which the command
+    line changes (and a request to the server, but for max_tokens). Defaults are the paper's beam search (section
+    6.1)."""
 
     __pydantic_config__ = SECTION
 
     beam_size: Int = key(4, "Beam size; 1 is greedy search.", flag="beam")
     alpha: Float = key(0.6, "GNMT length penalty: score = log p / ((5 + length) / 6) ** alpha.")
-    nbest: Int = key(1, "Translations given per sentence, best first (at most the beam size); more than 1 prints "
-                     "LINE ||| TRANSLATION ||| SCORE.")
+    nbest: Int = key(1, "Translations given per sentence, best first, with their scores (at most the beam size; "
+                     "a smaller beam given alone lowers it).")
     max_len_a: Float = key(2.0, "Outputs may have up to a · source length + b tokens.")
-    max_len_b: Int = key(10, "The b of max_len_a.")
+    max_len_b: Int = key(10, "The b of an output's limit, a · source length + b tokens.")
     min_len: Int = key(0, "No end of sentence before this many output tokens.")
     no_repeat_ngram_size: Int = key(0, "No n-gram of this many tokens twice in an output (0: off).",
                                     flag="no_repeat_ngram")
@@ -215,8 +215,12 @@ class DecodeConfig:
                           per_request=False)
 
     def replace(self, names: dict[str, str] | None = None, **values) -> DecodeConfig:
-        """A copy with the given values (None: keep this one's), checked; see `checked` for `names`."""
-        return dataclasses.replace(self, **{k: v for k, v in values.items() if v is not None}).checked(names)
+        """A copy with the given values (None: keep this one's), checked; see `checked` for `names`. A smaller
+        beam given alone also lowers nbest, which cannot exceed it."""
+        given = {k: v for k, v in values.items() if v is not None}
+        if "beam_size" in given and "nbest" not in given:
+            given["nbest"] = min(self.nbest, given["beam_size"])
+        return dataclasses.replace(self, **given).checked({k: v for k, v in (names or {}).items() if k in given})
 
     def checked(self, names: dict[str, str] | None = None) -> DecodeConfig:
         """self, after the range checks; an error names a key as `names` has it (e.g. the command-line option
@@ -233,7 +237,8 @@ class DecodeConfig:
         ]
         for ok, name, why in checks:
             if not ok:
-                where = f"{names[name]} {getattr(self, name)}" if names and name in names else f"config key decode.{name}"
+                named = names and name in names
+                where = f"{names[name]} {getattr(self, name)}" if named else f"config key decode.{name}"
                 raise MtError(f"{where}: {why}")
         return self
 
@@ -325,7 +330,7 @@ def _read_yaml(path: Path) -> dict:
         raise MtError(f"{path}: not valid YAML ({str(e).splitlines()[0]})")
     if not isinstance(raw, dict):
         raise MtError(f"{path}: a config must be a YAML mapping of sections")
-    return {name: {} if section is None else section for name, section in raw.items()}  # `decode:` alone is empty
+    return raw
 
 
 def _merge(base: dict, update: dict) -> None:
@@ -367,6 +372,7 @@ def _build(raw: Any, source: str, strict: bool = True) -> Config:
     key. Not strict: unknown keys are dropped with a warning."""
     if not isinstance(raw, dict):
         raise MtError(f"{source}: a config must be a mapping of sections")
+    raw = _empty_sections_filled(raw, Config)
     try:
         return _validator().validate_python(raw)
     except ValidationError as e:
@@ -385,8 +391,29 @@ def _build(raw: Any, source: str, strict: bool = True) -> Config:
     return _build(raw, source, strict)
 
 
+def _empty_sections_filled(raw: dict, section: type) -> dict:
+    """`raw` with every section written with nothing under it (`train:`, which YAML reads as null) as an empty
+    mapping: the section's defaults."""
+    hints, filled = typing.get_type_hints(section), dict(raw)
+    for name, value in raw.items():
+        kind = hints.get(name)
+        inner = typing.get_args(kind)[0] if typing.get_origin(kind) is list else kind
+        if not dataclasses.is_dataclass(inner):
+            continue
+        if isinstance(value, list):
+            filled[name] = [_empty_sections_filled(_mapping(item), inner) if isinstance(_mapping(item), dict) else item
+                            for item in value]
+        elif isinstance(_mapping(value), dict):
+            filled[name] = _empty_sections_filled(_mapping(value), inner)
+    return filled
+
+
+def _mapping(value: Any) -> Any:
+    return {} if value is None else value
+
+
 def _dotted(loc: tuple) -> str:
-    """pydantic's location of a value → the config key: ("data", "extra_train", 1, "path") → data.extra_train[1].path"""
+    """pydantic's location of a value → its key: ("data", "extra_train", 1, "path") → data.extra_train[1].path"""
     return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
 
 

@@ -288,6 +288,10 @@ def test_the_checkpoints_decode_settings_are_the_defaults_nbest_included(workdir
     assert [line.split(" ||| ")[0] for line in two.stdout.splitlines()] == ["0", "0"]
     one = mt_in_process("translate", "--checkpoint", str(tmp_path / "nbest.pt"), "--nbest", "1", "我爱你", cwd=workdir)
     assert one.exit_code == 0 and len(one.stdout.splitlines()) == 1 and " ||| " not in one.stdout
+    greedy = mt_in_process("translate", "--checkpoint", str(tmp_path / "nbest.pt"), "--beam", "1", "我爱你", cwd=workdir)
+    assert greedy.exit_code == 0 and len(greedy.stdout.splitlines()) == 1, greedy.output  # a beam of 1 has 1 best
+    wide = mt_in_process("serve", "--checkpoint", str(tmp_path / "nbest.pt"), "--beam", "20", cwd=workdir)
+    assert isinstance(wide.exception, MtError) and "over --max-beam 16" in str(wide.exception)
 
 
 def test_every_decode_and_serve_key_is_an_option_with_its_help():

@@ -108,3 +108,21 @@ def test_docs_config_md_is_what_the_dataclasses_say():
     script = CONFIGS.parent / "scripts" / "gen_config_docs.py"
     result = subprocess.run([sys.executable, script, "--check"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_section_with_nothing_under_it_has_its_defaults(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("decode:\ndata:\n  train:\n  extra_train:\n    - {path: x}\n", encoding="utf-8")
+    c = load_config([path], ["data.train.path=y"])
+    assert c.decode == Config().decode and c.data.train.path == "y" and c.data.extra_train[0].path == "x"
+    with pytest.raises(MtError, match=re.escape("config key data.extra_train[1]: no corpus given")):
+        load_config([path], ["data.extra_train=[{path: x}, null]"])
+    with pytest.raises(MtError, match="config key model must be a mapping"):
+        load_config([], ["model=0"])
+
+
+def test_configs_do_not_share_their_sections():
+    one, other = load_config([]), load_config([])
+    one.data.train.path = "mine"
+    one.train.length_buckets.append(16)
+    assert (other.data.train.path, other.train.length_buckets, Config().data.train.path) == ("", [], "")

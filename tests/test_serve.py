@@ -161,6 +161,10 @@ def test_api_keys_and_the_request_rate(translator):
         assert [answer.status_code for answer in answers] == [200, 200, 200, 429]
         assert answers[-1].json() == {"error": "Slowdown: 3 per 1 minute"}
         assert httpx.get(url + "/frontend/settings").json()["keyRequired"] is True
+    open_app = create_app(translator, "mt", ServeConfig(req_limit=2))  # no keys: a client is its address
+    with running(open_app) as url:
+        answers = [post(url, "/translate", json={**base, "api_key": f"made-up-{i}"}) for i in range(3)]
+        assert [answer.status_code for answer in answers] == [200, 200, 429]
 
 
 class Broken:

@@ -1,5 +1,5 @@
-"""train.device / --device (auto, cpu, cuda) → torch.device, with a clear error when CUDA is asked for but absent; and whether the
-device has native bf16, or 8-bit integer products."""
+"""train.device / --device (auto, cpu, cuda) → torch.device, with a clear error when CUDA is asked for but absent;
+and whether the device has native bf16, or 8-bit integer products."""
 
 import torch
 

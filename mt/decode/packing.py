@@ -38,8 +38,7 @@ class PackedWeights:
     """Packed copies of some nn.Linear weights, kept by their owner (a translator) from one search to the next.
 
     A weight is packed once, for the first step size in ROWS that a search brings, and packed again only when
-    the weight changes (an optimiser step between two validations): one packed copy per weight, however the
-    batch sizes vary.
+    the weight changes: one packed copy per weight, however the batch sizes vary.
     """
 
     def __init__(self):

@@ -57,8 +57,8 @@ class Translator:
         return self.config.decode
 
     def encode(self, lines: list[str], first_line: int = 1) -> list[list[int]]:
-        """Source ids per line (an empty line: none); a line longer than the position table is cut there, with a
-        warning that numbers it from `first_line`."""
+        """Source ids per line, EOS last (an empty line: EOS alone); a line longer than the position table is cut
+        there, with a warning that numbers it from `first_line`."""
         return encode_sources(self.tokenizer, lines, self.config.model.max_positions, first_line)
 
     def translate(self, lines: list[str], decode: DecodeConfig | None = None,

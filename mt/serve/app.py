@@ -47,6 +47,7 @@ ALIASES = {"zh": ("zh-Hans", "zh-Hant", "zh-CN", "zh-TW")}  # mt's tokenizer con
 # The decode keys a request may set, by the names of their command-line options: beam, alpha, nbest, …
 API_OPTIONS = {f.name: flag_of(f)[2:].replace("-", "_") for f in dataclasses.fields(DecodeConfig)
                if f.metadata["per_request"]}
+NUMBER_KINDS = {f.name: type(f.default) for f in dataclasses.fields(DecodeConfig)}  # int or float
 
 
 class ApiError(Exception):
@@ -65,7 +66,7 @@ class Api:
         # --req-limit with the package LibreTranslate's limiter (Flask-Limiter) is built on: its fixed windows count
         # as LibreTranslate's do, and each client's count expires with its window.
         self.rate = RateLimitItemPerMinute(limits.req_limit) if limits.req_limit else None
-        self.limiter = FixedWindowRateLimiter(MemoryStorage())
+        self.limiter = FixedWindowRateLimiter(MemoryStorage()) if self.rate else None
         data = translator.config.data
         self.source, self.target = data.src_lang, data.tgt_lang
         self.page = (resources.files("mt.serve") / "web" / "index.html").read_text(encoding="utf-8")
@@ -138,8 +139,7 @@ class Api:
         if not isinstance(params.get("q"), str) or not params["q"]:
             raise ApiError(400, "Invalid request: q must be a text")
         [text] = self.texts(params["q"])
-        kinds = {f.name: type(f.default) for f in dataclasses.fields(DecodeConfig)}  # int or float
-        given = {key: self.number(params[name], name, 0, None, kinds[key])
+        given = {key: self.number(params[name], name, 0, None, NUMBER_KINDS[key])
                  for key, name in API_OPTIONS.items() if params.get(name) is not None}
         try:
             decode = self.translator.decode.replace(API_OPTIONS, **given)
@@ -228,7 +228,9 @@ class Api:
             raise ApiError(403, "Invalid request: this server needs an API key (api_key)")
         if self.api_keys and key not in self.api_keys:
             raise ApiError(403, "Invalid API key")
-        if self.rate and not self.limiter.hit(self.rate, key or (request.client.host if request.client else "")):
+        # A client is its API key where the server has keys, else its address: a made-up key is no new client.
+        client = key if self.api_keys else request.client.host if request.client else ""
+        if self.rate and not self.limiter.hit(self.rate, client):
             raise ApiError(429, f"Slowdown: {self.rate}")  # "Slowdown: 3 per 1 minute", as LibreTranslate says
 
     def texts(self, q) -> list[str]:
