@@ -93,6 +93,8 @@ def config_options(name: str, section: type, panel: str, given_only: bool = Fals
 
 
 DECODE_FLAGS = {f.name: flag_of(f) for f in dataclasses.fields(DecodeConfig)}  # for errors that name the option
+decode_options = config_options("decode", DecodeConfig, "Decoding (default: the checkpoint's decode settings)",
+                                given_only=True)
 
 
 @dataclass
@@ -167,7 +169,7 @@ def average(run_dir: Annotated[Path, typer.Argument(help="A run directory (holdi
 
 
 @app.command()
-@config_options("decode", DecodeConfig, "Decoding (default: the checkpoint's decode settings)", given_only=True)
+@decode_options
 def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentences to translate.")] = None,
               input: Annotated[Optional[Path], typer.Option("--input", "-i", help="One sentence per line.")] = None,
               output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None,
@@ -283,7 +285,7 @@ def _input_lines(text: list[str] | None, input: Path | None):
 
 
 @app.command()
-@config_options("decode", DecodeConfig, "Decoding (default: the checkpoint's decode settings)", given_only=True)
+@decode_options
 def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
              config: Annotated[Optional[list[Path]], typer.Option(
                  "--config", "-c", help="Take the test set from this config instead of the checkpoint's.")] = None,
@@ -362,7 +364,7 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
 
 
 @app.command()
-@config_options("decode", DecodeConfig, "Decoding (default: the checkpoint's decode settings)", given_only=True)
+@decode_options
 @config_options("limits", ServeConfig, "Limits and batching")
 def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", compute_type: ComputeTypeOption = "auto",
           device: DeviceOption = "auto",

@@ -17,10 +17,10 @@ import typing
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import ConfigDict, Strict, TypeAdapter, ValidationError
+from pydantic import BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
 
 from mt.core.atomic import atomic_write_bytes
 from mt.core.errors import MtError
@@ -38,11 +38,25 @@ Precision = Literal["auto", "fp32", "bf16", "fp16"]  # auto: bf16 where the GPU 
 Keep = Literal["optimizer", "schedule", "position"]  # what a run started from another's weights also takes over
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]  # torch.compile's
 
+
+def _number_text(value: Any) -> Any:
+    """A text that is a number, as the number: YAML 1.1 reads 1e-9 (no dot) as a text."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    return value
+
+
 # YAML gives every value its type, so a key takes only values of its own type: `true` is not a number, "5" not an
-# int (pydantic's lax mode would convert both). An int is a float too, and a number is a text where a key is one.
+# int (pydantic's lax mode would convert both). An int is a float too, a text that is a number is one where a float
+# is expected (_number_text), and a number is a text where a key is one.
 Int = Annotated[int, Strict()]
-Float = Annotated[float, Strict()]
+Float = Annotated[float, Strict(), BeforeValidator(_number_text)]
 Bool = Annotated[bool, Strict()]
+T = TypeVar("T")
+Section = Annotated[T, BeforeValidator(lambda value: {} if value is None else value)]  # `train:` alone: defaults
 
 SECTION = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 
@@ -139,10 +153,10 @@ class DataConfig:
 
     src_lang: str = key("zh", "Source language code.")
     tgt_lang: str = key("en", "Target language code; BLEU picks sacreBLEU's tokenizer for it.")
-    train: CorpusConfig = key(CorpusConfig(), "The training corpus.")
-    extra_train: list[CorpusConfig] = key([], "More training corpora, mixed with train.")
-    dev: CorpusConfig = key(CorpusConfig(split="validation"), "The dev corpus: validation's loss and scores.")
-    test: CorpusConfig = key(CorpusConfig(split="test"), "The test corpus of `mt evaluate`.")
+    train: Section[CorpusConfig] = key(CorpusConfig(), "The training corpus.")
+    extra_train: list[Section[CorpusConfig]] = key([], "More training corpora, mixed with train.")
+    dev: Section[CorpusConfig] = key(CorpusConfig(split="validation"), "The dev corpus: validation's loss and scores.")
+    test: Section[CorpusConfig] = key(CorpusConfig(split="test"), "The test corpus of `mt evaluate`.")
     max_len: Int = key(128, "Training pairs with more tokens on either side are dropped (and counted).")
     chinese_script: Script = key("simplified", "A Chinese side is converted to this script (OpenCC) before "
                                  "tokenising, in training and translation alike; keep: as it is.")
@@ -277,19 +291,11 @@ class ServeConfig:
 class Config:
     __pydantic_config__ = SECTION
 
-    model: ModelConfig = key(ModelConfig(), "The Transformer's shape.")
-    tokenizer: TokenizerConfig = key(TokenizerConfig(), "SentencePiece BPE.")
-    data: DataConfig = key(DataConfig(), "The language pair and its corpora.")
-    train: TrainConfig = key(TrainConfig(), "The training loop.")
-    decode: DecodeConfig = key(DecodeConfig(), "Translation's defaults.")
-
-
-class _Loader(yaml.SafeLoader):
-    """YAML 1.1 reads 1e-9 as a text (its floats need a dot); this reads it as the number, as YAML 1.2 does."""
-
-
-_Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-                              list("-+0123456789"))
+    model: Section[ModelConfig] = key(ModelConfig(), "The Transformer's shape.")
+    tokenizer: Section[TokenizerConfig] = key(TokenizerConfig(), "SentencePiece BPE.")
+    data: Section[DataConfig] = key(DataConfig(), "The language pair and its corpora.")
+    train: Section[TrainConfig] = key(TrainConfig(), "The training loop.")
+    decode: Section[DecodeConfig] = key(DecodeConfig(), "Translation's defaults.")
 
 
 def load_config(paths: list[str | Path] = (), overrides: list[str] = (), run_dir: str = "") -> Config:
@@ -303,7 +309,7 @@ def load_config(paths: list[str | Path] = (), overrides: list[str] = (), run_dir
         if not sep or not name:
             raise MtError(f"--set {item!r}: expected KEY=VALUE, e.g. train.max_steps=200")
         keys = name.strip().split(".")
-        update: dict = {keys[-1]: yaml.load(value, Loader=_Loader)}
+        update: dict = {keys[-1]: yaml.safe_load(value)}
         for part in reversed(keys[:-1]):
             update = {part: update}
         _merge(raw, update)
@@ -325,7 +331,7 @@ def _read_yaml(path: Path) -> dict:
     except UnicodeDecodeError:
         raise MtError(f"{path}: config is not valid UTF-8")
     try:
-        raw = yaml.load(text, Loader=_Loader) or {}
+        raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
         raise MtError(f"{path}: not valid YAML ({str(e).splitlines()[0]})")
     if not isinstance(raw, dict):
@@ -372,7 +378,6 @@ def _build(raw: Any, source: str, strict: bool = True) -> Config:
     key. Not strict: unknown keys are dropped with a warning."""
     if not isinstance(raw, dict):
         raise MtError(f"{source}: a config must be a mapping of sections")
-    raw = _empty_sections_filled(raw, Config)
     try:
         return _validator().validate_python(raw)
     except ValidationError as e:
@@ -389,27 +394,6 @@ def _build(raw: Any, source: str, strict: bool = True) -> Config:
         log.warning(f"{source}: ignoring config key {_dotted(error['loc'])}, unknown to this version of mt")
         del section[name]
     return _build(raw, source, strict)
-
-
-def _empty_sections_filled(raw: dict, section: type) -> dict:
-    """`raw` with every section written with nothing under it (`train:`, which YAML reads as null) as an empty
-    mapping: the section's defaults."""
-    hints, filled = typing.get_type_hints(section), dict(raw)
-    for name, value in raw.items():
-        kind = hints.get(name)
-        inner = typing.get_args(kind)[0] if typing.get_origin(kind) is list else kind
-        if not dataclasses.is_dataclass(inner):
-            continue
-        if isinstance(value, list):
-            filled[name] = [_empty_sections_filled(_mapping(item), inner) if isinstance(_mapping(item), dict) else item
-                            for item in value]
-        elif isinstance(_mapping(value), dict):
-            filled[name] = _empty_sections_filled(_mapping(value), inner)
-    return filled
-
-
-def _mapping(value: Any) -> Any:
-    return {} if value is None else value
 
 
 def _dotted(loc: tuple) -> str:

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
 from torch import Tensor
 
 from mt.data.batching import pad_ids

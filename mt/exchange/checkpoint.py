@@ -131,7 +131,7 @@ def save_run_checkpoint(state: dict, run_dir: Path, step: int, best: bool, keep_
 
 def default_checkpoint() -> Path:
     """The best checkpoint of the most recently trained run under runs/."""
-    candidates = [last_checkpoint(run) for run in RUNS_ROOT.glob("*") if last_checkpoint(run).exists()]
+    candidates = list(RUNS_ROOT.glob("*/checkpoints/last.pt"))
     if not candidates:
         raise MtError(f"no trained run under {RUNS_ROOT}/: train one with `mt train` or pass --checkpoint")
     latest = max(candidates, key=lambda p: p.stat().st_mtime).parent
