@@ -16,11 +16,11 @@ import typing
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
-from mt.core.atomic import CHECKPOINT, PNG, TEXT, atomic_open, check_replaceable
+from mt.core.atomic import CHECKPOINT, DOCX, PNG, TEXT, atomic_open, atomic_write_bytes, check_replaceable
 from mt.config import DecodeConfig, Device, Engine, Keep, ServeConfig, flag_of, help_of
 from mt.core.console import setup_logging
 from mt.core.errors import MtError
@@ -29,6 +29,8 @@ from mt.core.memory import use_huge_pages
 log = logging.getLogger(__name__)
 
 CHUNK_LINES = 2000  # lines read, sorted by length and translated together when streaming
+TextFormat = Literal["text", "html"]
+DOCUMENTS = {".html", ".htm", ".srt", ".docx"}  # --input suffixes translated as documents (mt/text/documents.py)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train and use Transformer translation models (Attention Is All You Need).")
@@ -70,7 +72,8 @@ def config_options(name: str, section: type, panel: str, given_only: bool = Fals
         kind = typing.get_args(kind)[0] if typing.get_origin(kind) is Annotated else kind
         return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
                                  annotation=Annotated[Optional[kind] if given_only else kind,
-                                                      typer.Option(flag_of(f), help=help_of(f),
+                                                      typer.Option(_switch(flag_of(f)) if kind is bool else flag_of(f),
+                                                                   help=help_of(f),
                                                                    rich_help_panel=panel)],
                                  default=None if given_only else f.default)
 
@@ -90,6 +93,11 @@ def config_options(name: str, section: type, panel: str, given_only: bool = Fals
         return with_section
 
     return decorate
+
+
+def _switch(flag: str) -> str:
+    """A yes/no key's pair of options: --split/--no-split."""
+    return f"{flag}/--no-{flag[2:]}"
 
 
 DECODE_FLAGS = {f.name: flag_of(f) for f in dataclasses.fields(DecodeConfig)}  # for errors that name the option
@@ -170,9 +178,14 @@ def average(run_dir: Annotated[Path, typer.Argument(help="A run directory (holdi
 
 @app.command()
 @decode_options
-def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentences to translate.")] = None,
-              input: Annotated[Optional[Path], typer.Option("--input", "-i", help="One sentence per line.")] = None,
-              output: Annotated[Optional[Path], typer.Option("--output", "-o")] = None,
+def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to translate.")] = None,
+              input: Annotated[Optional[Path], typer.Option(
+                  "--input", "-i", help="A text file (.txt or any other name: one or more sentences per line), or a "
+                  "document: .html, .htm, .srt (subtitles), .docx (Word).")] = None,
+              output: Annotated[Optional[Path], typer.Option(
+                  "--output", "-o", help="Where the translation goes, in the input's format.")] = None,
+              format: Annotated[Optional[TextFormat], typer.Option(
+                  "--format", help="text, or html: the input is HTML (default: by --input's suffix).")] = None,
               checkpoint: EnsembleOption = None, weights: WeightsOption = None, device: DeviceOption = "auto",
               engine: EngineOption = "mt", compute_type: ComputeTypeOption = "auto", decode: dict | None = None,
               attention: Annotated[Optional[Path], typer.Option(
@@ -182,23 +195,38 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
               = None,
               head: Annotated[Optional[int], typer.Option("--head", help="With --attention: this head only "
                                                           "(of --layer, default the last).")] = None):
-    """Translate sentences given as arguments, in --input FILE, or on stdin (one per line).
+    """Translate texts given as arguments, in --input FILE, or on stdin (line by line).
 
-    Input is read and translated in chunks, and each chunk's lines are written as soon as they are done.
+    Each line is split into sentences (--no-split: translated whole) and its translation keeps its shape. Documents
+    (.html, .srt, .docx) keep their markup, timings and styles. Plain text is read and translated in chunks, and
+    each chunk's lines are written as soon as they are done.
     """
-    from tqdm import tqdm
-
-    from mt.decode.translator import load_translator, translate_stream
-
     if text and input:
         raise MtError("give sentences as arguments or --input FILE, not both")
     if attention is not None and (len(text or []) != 1 or engine != "mt"):
         raise MtError("--attention draws one translation: give one sentence as an argument (engine mt)")
-    _check_outputs((output, TEXT), (attention, PNG))
+    document = format == "html" or (input is not None and format is None and input.suffix.lower() in DOCUMENTS)
+    _check_outputs((output, DOCX if output is not None and output.suffix.lower() == ".docx" else TEXT),
+                   (attention, PNG))
+    if document:
+        return _translate_document(text, input, output, format, checkpoint, weights, device, engine, compute_type,
+                                   decode)
+    from tqdm import tqdm
+
+    from mt.decode.translator import Translation, load_translator, translate_stream
+    from mt.text.texts import translate_texts
+
     lines, chunk = _input_lines(text, input)  # first: a missing input file is reported before the model loads
     translator = load_translator(checkpoint, device, engine, weights, compute_type)
+    split = decode.pop("split_sentences", translator.decode.split_sentences)
     decode = translator.decode.replace(DECODE_FLAGS, **decode)
-    results = translate_stream(lambda lines, first: translator.translate(lines, decode, first), lines, chunk)
+
+    def translate_chunk(lines: list[str], first: int) -> list[list[Translation]]:
+        if decode.nbest == 1:
+            return [[Translation(t, 0.0)] for t in translate_texts(translator, lines, decode, split)]
+        return translator.translate(lines, decode, first)  # n-best lists are of whole lines, cut to fit the model
+
+    results = translate_stream(translate_chunk, lines, chunk)
     # A progress bar for a person watching the terminal while the translations go to a file or a pipe.
     bar = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty()) and not text
     with _line_writer(output) as write:
@@ -213,6 +241,31 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Sentence
 
         draw_attention(translator.attention(text[0], hyps[0].text), attention, layer, head)
         log.info(f"attention map → {attention}")
+
+
+def _translate_document(text, input, output, format, checkpoint, weights, device, engine, compute_type, decode):
+    """An HTML text, or a document file, translated whole and written in its own format."""
+    from mt.core.lines import read_bytes
+    from mt.decode.translator import load_translator
+    from mt.text.documents import read_document
+    from mt.text.texts import translate_marked
+
+    if input is not None:
+        data, name = read_bytes(input), input.name if format is None else f"{input.stem}.html"
+    else:
+        data, name = ("\n".join(text) if text else sys.stdin.read()).encode("utf-8"), "stdin.html"
+    found = read_document(name, data)  # first: a bad file is reported before the model loads
+    translator = load_translator(checkpoint, device, engine, weights, compute_type)
+    split = decode.pop("split_sentences", translator.decode.split_sentences)
+    decode = translator.decode.replace(DECODE_FLAGS, **decode)
+    result = found.render(translate_marked(translator, found.texts, decode, split))
+    if output is not None:
+        atomic_write_bytes(output, result, DOCX if output.suffix.lower() == ".docx" else TEXT)
+    elif name.lower().endswith(".docx"):
+        raise MtError(f"{input}: a Word document's translation needs --output FILE.docx")
+    else:
+        sys.stdout.write(result.decode("utf-8"))
+        sys.stdout.flush()
 
 
 @app.command()
@@ -316,8 +369,14 @@ def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
         sources, references = read_test_files(src, ref)
     else:
         sources, references = read_test_set(_load(config, set_).data if config else translator.config.data)
+    split = decode.pop("split_sentences", False)  # a test set's lines are aligned with its references' lines
     decode = translator.decode.replace(DECODE_FLAGS, **decode)
-    print("\n".join(evaluate_test_set(translator, sources, references, decode, output).lines()))
+    translate = None
+    if split:
+        from mt.text.texts import translate_texts
+
+        translate = lambda lines: translate_texts(translator, lines, decode)  # noqa: E731
+    print("\n".join(evaluate_test_set(translator, sources, references, decode, output, translate).lines()))
 
 
 @app.command()

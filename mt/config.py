@@ -227,6 +227,9 @@ class DecodeConfig:
                                     flag="no_repeat_ngram")
     max_tokens: Int = key(4000, "Source tokens per decoding batch (sentences sorted by length, then grouped).",
                           per_request=False)
+    split_sentences: Bool = key(True, "Split each text into sentences before translating and rejoin them in the "
+                                "text's shape (off: each line is translated whole, as `mt evaluate --src` does "
+                                "unless --split is given).", flag="split")
 
     def replace(self, names: dict[str, str] | None = None, **values) -> DecodeConfig:
         """A copy with the given values (None: keep this one's), checked; see `checked` for `names`. A smaller
@@ -270,6 +273,12 @@ class ServeConfig:
     max_beam: Int = key(16, "The largest beam (and n-best) a request may ask for.", least=1)
     req_limit: Int = key(0, "Requests per minute per client (its API key, else its address); more: 429; 0: no "
                          "limit.", least=0)
+    cache_size: Int = key(10_000, "Sentences whose translations the server keeps, to answer them again without the "
+                          "model (1 KB of text each on average); 0: no cache.", least=0)
+    download_timeout: Float = key(600.0, "Seconds a translated file (/translate_file) waits for its download; then it "
+                                  "is removed.", least=1e-3)
+    download_limit: Int = key(200_000_000, "Bytes of translated files waiting for their download at most; more: 503.",
+                              least=1)
     batch_wait_ms: Float = key(5.0, "Gathering requests to decode together ends when none has come for this long "
                                "(a request waits at most 10×).", least=0)
     batch_tokens: Int = key(4000, "Source tokens decoded together at most; 1 decodes one request at a time.",

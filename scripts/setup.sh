@@ -15,4 +15,8 @@ if [ ! -f "$root/.venv/.installed" ] || [ "$root/pyproject.toml" -nt "$root/.ven
   "$root/.venv/bin/pip" install -qq -e "$root[test]"
   touch "$root/.venv/.installed"
 fi
+# The npm LibreTranslate client, for the test that serves it (skipped where there is no node).
+if command -v npm >/dev/null && [ ! -d "$root/.venv/node/node_modules/libretranslate" ]; then
+  npm install --prefix "$root/.venv/node" --no-audit --no-fund --silent libretranslate@1.0.1 || true
+fi
 export PATH="$root/.venv/bin:$PATH"

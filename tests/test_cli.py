@@ -120,16 +120,46 @@ def test_evaluate_the_configs_test_set_and_an_existing_output(workdir):
     assert scored.stdout.splitlines()[1].startswith("chrF 61.070 ")
 
 
-def test_any_unicode_on_stdin_translates_and_long_lines_are_cut_with_a_warning(workdir):
+def test_any_unicode_on_stdin_translates_and_long_lines_are_split_or_cut_with_a_warning(workdir):
     lines = ["😀🎉 emoji 🇨🇳", "\x07\x1b[31mred\x1b[0m\x00", "mixed 中文 English русский العربية", "我爱你。" * 2_500,
-             "", "\u200b\ufeff", "我爱你"]
-    result = mt("translate", cwd=workdir, stdin="".join(line + "\n" for line in lines))
+             "", "\u200b\ufeff", "我爱你" * 1_000]
+    stdin = "".join(line + "\n" for line in lines)
+    result = mt("translate", cwd=workdir, stdin=stdin)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("\n") == len(lines)
-    assert "warning: input line 4 has" in result.stderr and "translating its first 1024" in result.stderr
+    assert "warning" not in result.stderr  # each sentence, and each part of one too long, fits the model
+    whole = mt("translate", "--no-split", cwd=workdir, stdin=stdin)
+    assert whole.stdout.count("\n") == len(lines) and "warning" not in whole.stderr  # cut at clauses, not lost
+    nbest = mt("translate", "--nbest", "2", cwd=workdir, stdin=stdin)  # n-best lists are of whole lines
+    assert "warning: input line 4 has" in nbest.stderr and "translating its first 1024" in nbest.stderr
     bad = subprocess.run([sys.executable, "-m", "mt", "translate"], cwd=workdir, input=b"ok\n\xff\xfe\n",
                          capture_output=True, timeout=300)
     assert bad.returncode == 2 and b"stdin:2: invalid UTF-8" in bad.stderr
+
+
+def test_paragraphs_html_and_documents_come_back_in_their_shape(workdir, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    paragraphs = mt_in_process("translate", "我爱你。你呢？\n\n  他走了。", "--no-split", cwd=workdir)
+    assert paragraphs.exit_code == 0 and paragraphs.stdout.count("\n") == 3  # lines kept, each line whole
+    split = mt_in_process("translate", "我爱你。你呢？\n\n  他走了。", cwd=workdir)
+    assert split.exit_code == 0 and split.stdout.count("\n") == 3 and split.stdout.split("\n")[2].startswith("  ")
+    html = '<p>我爱<b>汤姆</b>。<a href="/x?a=1&amp;b=2">你</a>呢？</p><script>var s = "中文";</script>'
+    result = mt_in_process("translate", "--format", "html", html, cwd=workdir)
+    assert result.exit_code == 0, result.output
+    out, script = result.stdout, '<script>var s = "中文";</script>'
+    for kept in ("<p>", "<b>", "</b>", '<a href="/x?a=1&amp;b=2">', "</a>", "</p>", script):
+        assert out.count(kept) == 1, out
+    ET.fromstring("<root>" + out.replace(script, "") + "</root>")  # well-formed
+    subtitles = tmp_path / "film.srt"
+    subtitles.write_text("1\n00:00:01,000 --> 00:00:02,500\n我爱你。\n你呢？\n\n2\n00:00:03,000 --> 00:00:04,000\n"
+                         "他走了。\n", encoding="utf-8")
+    result = mt_in_process("translate", "--input", str(subtitles), "--output", str(tmp_path / "film.en.srt"),
+                           cwd=workdir)
+    assert result.exit_code == 0, result.output
+    translated = (tmp_path / "film.en.srt").read_text(encoding="utf-8")
+    assert "00:00:01,000 --> 00:00:02,500" in translated and "00:00:03,000 --> 00:00:04,000" in translated
+    assert "我" not in translated and translated.startswith("1\n")
 
 
 def test_prepare_trains_the_tokenizer_and_fills_the_token_cache_that_training_reuses(corpus_dir, tmp_path):

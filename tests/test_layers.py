@@ -7,7 +7,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mt"
 
 PACKAGES = [  # bottom up: text → pieces → ids → batches → model → search → text, with the command line on top
-    "core", "config", "data", "model", "exchange", "decode", "train", "serve", "plots", "cli", "__main__",
+    "core", "config", "data", "model", "exchange", "decode", "text", "train", "serve", "plots", "cli", "__main__",
 ]
 
 MODULES = {  # bottom up inside each package
@@ -17,6 +17,7 @@ MODULES = {  # bottom up inside each package
     "model": [{"dropout"}, {"transformer"}],
     "exchange": [{"checkpoint"}, {"export"}, {"ctranslate2", "huggingface"}],
     "decode": [{"cache", "packing"}, {"search"}, {"ctranslate2"}, {"translator"}, {"evaluate"}],
+    "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"documents", "texts"}],
     "train": [{"loss", "training_log"}, {"trainer", "progress", "updates"}, {"validation"}, {"loop"}],
     "serve": [{"batcher"}, {"app"}],
 }

@@ -1,16 +1,23 @@
-"""`mt serve`: LibreTranslate's API as its own client speaks it, mt's API, batching across requests, limits and
-abuse, the page in a real browser, and a graceful stop. Servers listen on 127.0.0.1 only."""
+"""`mt serve`: LibreTranslate's API as its own client speaks it, real text (paragraphs, HTML, files) in and the
+same shape out, mt's API, batching across requests, the cache, limits and abuse, the page in a real browser, and a
+graceful stop. Servers listen on 127.0.0.1 only."""
 
 import copy
+import html
+import io
 import json
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,8 +31,12 @@ import uvicorn  # noqa: E402
 from mt.serve.batcher import BatchingWorker, Busy  # noqa: E402
 from mt.exchange.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from mt.config import ServeConfig  # noqa: E402
+from mt.core.errors import MtError  # noqa: E402
 from mt.serve.app import create_app  # noqa: E402
 from mt.decode.translator import load_translator  # noqa: E402
+from mt.text.documents import FORMATS  # noqa: E402
+from mt.text.marks import Marked  # noqa: E402
+from mt.text.texts import split_for  # noqa: E402
 
 SENTENCES = ["我爱你", "你好。", "我们明天去北京。", "他是我的朋友。", "这本书很有意思。", "谢谢你。"]
 
@@ -84,6 +95,10 @@ def post(url: str, path: str, **kwargs) -> httpx.Response:
     return httpx.post(url + path, timeout=30, **kwargs)
 
 
+def serve_config(**values) -> ServeConfig:
+    return ServeConfig(**values)
+
+
 # ---------------------------------------------------------------- LibreTranslate's API
 
 
@@ -103,9 +118,12 @@ def test_translate_answers_as_libretranslate_does(url, offline):
 
 
 def test_languages_settings_and_health(url):
-    assert httpx.get(url + "/languages").json() == [{"code": "zh", "name": "Chinese", "targets": ["en"]}]
+    assert httpx.get(url + "/languages").json() == [{"code": "zh", "name": "Chinese", "targets": ["en"]},
+                                                    {"code": "en", "name": "English", "targets": []}]
     settings = httpx.get(url + "/frontend/settings").json()
     assert settings["charLimit"] == 200 and settings["keyRequired"] is False
+    assert settings["filesTranslation"] is True and settings["supportedFilesFormat"] == list(FORMATS)
+    assert settings["supportedFilesFormat"][:3] == [".txt", ".html", ".htm"]  # as LibreTranslate lists them
     assert settings["language"] == {"source": {"code": "zh", "name": "Chinese"},
                                     "target": {"code": "en", "name": "English"}}
     assert httpx.get(url + "/health").json() == {"status": "ok"}
@@ -118,7 +136,8 @@ def test_languages_settings_and_health(url):
     ({"q": "你好", "source": "zh"}, 400, "missing target parameter"),
     ({"q": "你好", "source": "fr", "target": "en"}, 400, "fr is not supported"),
     ({"q": "你好", "source": "zh", "target": "de"}, 400, "de is not supported"),
-    ({"q": "<b>你好</b>", "source": "zh", "target": "en", "format": "html"}, 400, "html format is not supported"),
+    ({"q": "你好", "source": "zh", "target": "en", "format": "xml"}, 400, "xml format is not supported (supported: "
+                                                                         "text, html)"),
     ({"q": 7, "source": "zh", "target": "en"}, 400, "q must be a text or a list of texts"),
     ({"q": ["你好", 3], "source": "zh", "target": "en"}, 400, "q must be a text or a list of texts"),
     ({"q": "你" * 201, "source": "zh", "target": "en"}, 400, "request (201) exceeds text limit (200)"),
@@ -149,6 +168,209 @@ def test_no_path_outside_the_page_can_be_read(url):
         assert answer.status_code == 404 and "error" in answer.json(), path
     assert httpx.get(url + "/").text.startswith("<!doctype html>")
     assert httpx.get(url + "/translate").status_code == 405
+
+
+# ---------------------------------------------------------------- real text: paragraphs, HTML, files
+
+
+def test_a_paragraph_is_split_into_sentences_and_rejoined(url, offline, translator):
+    paragraph = "我们明天去北京。他是我的朋友。"
+    joined = f"{offline['我们明天去北京。']} {offline['他是我的朋友。']}"  # English joins sentences with a space
+    answer = post(url, "/translate", json={"q": [paragraph, "谢谢你。"], "source": "zh", "target": "en",
+                                           "alternatives": 1}).json()
+    assert answer["translatedText"] == [joined, offline["谢谢你。"]]
+    assert all(joined not in others and len(others) <= 1 for others in answer["alternatives"])
+    lines = post(url, "/api/translate", json={"q": f"{paragraph}\n\n谢谢你。", "nbest": 2}).json()["lines"]
+    assert [s["source"] for s in lines[0]["sentences"]] == ["我们明天去北京。", "他是我的朋友。"]
+    assert lines[0]["translation"] == joined == lines[0]["translations"][0]["text"]
+    assert [len(s["translations"]) for s in lines[0]["sentences"]] == [2, 2]
+    assert lines[1] == {"source": "", "translation": "", "translations": [{"text": "", "score": 0.0}],
+                        "sentences": []}
+    assert lines[2]["translation"] == offline["谢谢你。"]
+    whole = post(url, "/api/translate", json={"q": paragraph, "split": False}).json()["lines"][0]
+    assert whole["translation"] == translator.translate_lines([paragraph])[0] and len(whole["sentences"]) == 1
+    assert post(url, "/api/translate", json={"q": paragraph, "split": 1}).status_code == 400
+
+
+def test_html_keeps_its_tags_and_places_inline_ones_on_the_translation(url, offline):
+    def translate(q):
+        answer = post(url, "/translate", json={"q": q, "source": "zh", "target": "en", "format": "html"})
+        assert answer.status_code == 200, answer.text
+        return answer.json()["translatedText"]
+
+    def escaped(sentence):
+        return html.escape(offline[sentence], quote=False)
+
+    page = '<p class="lead">我爱你</p>\n<ul><li>谢谢你。</li></ul><!-- 你好 --><script>var 我 = 1;</script>'
+    assert translate(page) == (f'<p class="lead">{escaped("我爱你")}</p>\n<ul><li>{escaped("谢谢你。")}</li></ul>'
+                               "<!-- 你好 --><script>var 我 = 1;</script>")
+    inline = translate("<p>我爱<b>你</b></p>")
+    assert inline.startswith("<p>") and inline.endswith("</p>") and inline.count("<b>") == inline.count("</b>") == 1
+    assert re.sub("<[^>]+>", "", inline) == escaped("我爱你")
+
+
+class NoAttention:
+    """A translator that gives no attention maps, as a CTranslate2 export's."""
+
+    def __init__(self, translator):
+        self.inner = translator
+
+    def __getattr__(self, name):  # the rest is the real translator's
+        return getattr(self.inner, name)
+
+    def attention(self, *args):
+        raise MtError("attention maps need mt's own engine")
+
+
+def test_marks_need_attention_and_plain_text_does_not(translator, offline):
+    with running(create_app(NoAttention(translator), "ctranslate2", ServeConfig())) as url:
+        base = {"source": "zh", "target": "en", "format": "html"}
+        assert post(url, "/translate", json={**base, "q": "<p>我爱你</p>"}).json() == {
+            "translatedText": f"<p>{html.escape(offline['我爱你'], quote=False)}</p>"}
+        refused = post(url, "/translate", json={**base, "q": "<p>我爱<b>你</b></p>"})
+        assert refused.status_code == 400 and "mt's own engine" in refused.json()["error"]
+
+
+@contextmanager
+def file_server(translator, tmp_path: Path, monkeypatch, **limits):
+    """A server whose private directory for translated files is made inside tmp_path."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with running(create_app(translator, "mt", serve_config(**limits))) as url:
+        [directory] = tmp_path.glob("mt-serve-*")
+        assert directory.stat().st_mode & 0o777 == 0o700
+        yield url
+    assert not directory.exists()  # removed, with what it held, when the server stops
+
+
+def upload(url: str, name: str, data: bytes) -> httpx.Response:
+    return post(url, "/translate_file", files={"file": (name, data)}, data={"source": "zh", "target": "en"})
+
+
+def srt_file(*texts: str) -> bytes:
+    return "".join(f"{i}\n00:00:0{i},000 --> 00:00:0{i},500\n{text}\n\n"
+                   for i, text in enumerate(texts, start=1)).encode()
+
+
+def docx_file() -> bytes:
+    """A Word document: a paragraph, and one whose sentence is in two runs, the first bold."""
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph("我爱你")
+    paragraph = document.add_paragraph()
+    paragraph.add_run("谢谢").bold = True
+    paragraph.add_run("你。")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def docx_texts(data: bytes) -> list[tuple[str, bool]]:
+    """Each paragraph's text, and whether a run of it is bold."""
+    import docx
+
+    return [(p.text, any(run.bold for run in p.runs)) for p in docx.Document(io.BytesIO(data)).paragraphs]
+
+
+@pytest.mark.parametrize("name, data, translated", [
+    ("notes.txt", "我爱你\n\n谢谢你。\n".encode(), lambda t: f"{t['我爱你']}\n\n{t['谢谢你。']}\n".encode()),
+    ("film.srt", srt_file("我爱你", "谢谢你。"), lambda t: srt_file(t["我爱你"], t["谢谢你。"])),
+    ("笔记.docx", docx_file(), lambda t: [(t["我爱你"], False), (t["谢谢你。"], True)]),
+], ids=["txt", "srt", "docx"])
+def test_a_file_is_translated_whole_and_downloaded_once(translator, offline, tmp_path, monkeypatch, name, data,
+                                                        translated):
+    with file_server(translator, tmp_path, monkeypatch) as url:
+        answer = upload(url, name, data)
+        assert answer.status_code == 200, answer.text
+        link = answer.json()["translatedFileUrl"]
+        stem, suffix = name.rsplit(".", 1)
+        assert re.fullmatch(re.escape(f"{url}/download_file/") + r"[0-9a-f]{32}\." +
+                            re.escape(urllib.parse.quote(f"{stem}_en.{suffix}")), link)
+        [stored] = tmp_path.glob("mt-serve-*/*")
+        assert re.fullmatch("[0-9a-f]{32}", stored.name)  # named by its token alone
+        download = httpx.get(link)
+        content = docx_texts(download.content) if suffix == "docx" else download.content
+        assert download.status_code == 200 and content == translated(offline)
+        assert download.headers["content-disposition"] == (
+            f'attachment; filename="{stem}_en.{suffix}"' if stem.isascii()
+            else f"attachment; filename*=utf-8''{urllib.parse.quote(f'{stem}_en.{suffix}')}")
+        assert not stored.exists() and httpx.get(link).status_code == 404  # once
+
+
+def test_bad_files_are_refused_and_the_server_carries_on(translator, offline, tmp_path, monkeypatch):
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/document.xml", b"\0" * 5_000_000)  # packs to some 5 KB
+    with file_server(translator, tmp_path, monkeypatch, body_limit=100_000) as url:
+        unsupported = upload(url, "slides.pdf", b"%PDF-1.4")
+        assert unsupported.status_code == 400 and all(suffix in unsupported.json()["error"] for suffix in FORMATS)
+        zipped = upload(url, "bomb.docx", bomb.getvalue())
+        assert zipped.status_code == 400 and "zip bomb" in zipped.json()["error"]
+        assert upload(url, "latin1.txt", "café".encode("latin-1")).status_code == 400
+        assert post(url, "/translate_file", data={"source": "zh", "target": "en"}).json() == {
+            "error": "Invalid request: missing file parameter"}
+        started = time.monotonic()
+        huge = upload(url, "huge.srt", srt_file("我爱你") * 3_000_000)  # over 100 MB
+        assert huge.status_code == 413 and time.monotonic() - started < 5
+        assert not any(tmp_path.glob("mt-serve-*/*"))
+        assert upload(url, "notes.txt", "我爱你".encode()).status_code == 200  # still up
+
+
+def test_a_file_name_is_never_a_path(translator, offline, tmp_path, monkeypatch):
+    with file_server(translator, tmp_path, monkeypatch) as url:
+        for name in ("../../evil.txt", "..\\..\\evil.txt", "/etc/evil.txt"):
+            link = upload(url, name, "我爱你".encode()).json()["translatedFileUrl"]
+            assert link.endswith(".evil_en.txt")
+            assert httpx.get(link).headers["content-disposition"] == 'attachment; filename="evil_en.txt"'
+        assert [p.name for p in tmp_path.iterdir()] == [next(tmp_path.glob("mt-serve-*")).name]
+        token = upload(url, "notes.txt", "我爱你".encode()).json()["translatedFileUrl"].split("/")[-1].split(".")[0]
+        for path, status in ((f"{token}.other.txt", 404), ("..%2F..%2Fetc%2Fpasswd", 404), (f"..%5C{token}", 400),
+                             (token, 404), ("%2E%2E", 404)):
+            answer = httpx.get(f"{url}/download_file/{path}")
+            assert answer.status_code == status and "error" in answer.json(), path
+        assert httpx.get(f"{url}/download_file/{token}.notes_en.txt").status_code == 200
+
+
+def test_translated_files_wait_a_while_and_take_bounded_room(translator, offline, tmp_path, monkeypatch):
+    size = len(offline["我爱你"].encode())
+    with file_server(translator, tmp_path, monkeypatch, download_timeout=1.0, download_limit=size + 1) as url:
+        assert upload(url, "a.txt", "我爱你".encode()).status_code == 200
+        full = upload(url, "b.txt", "我爱你".encode())
+        assert full.status_code == 503 and "Too many translated files" in full.json()["error"]
+        deadline = time.monotonic() + 10
+        while any(tmp_path.glob("mt-serve-*/*")):  # removed once its time is up
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert upload(url, "b.txt", "我爱你".encode()).status_code == 200  # room again
+
+
+def test_detect_gives_the_source_language_and_the_target_where_the_text_looks_like_it(url):
+    assert post(url, "/detect", json={"q": "我爱你。"}).json() == [{"confidence": 100.0, "language": "zh"}]
+    assert post(url, "/detect", data={"q": "I love 你"}).json() == [{"confidence": 83.3, "language": "en"},
+                                                                    {"confidence": 16.7, "language": "zh"}]
+    assert post(url, "/detect", json={"q": "2024"}).json() == [{"confidence": 0.0, "language": "zh"}]
+    assert post(url, "/detect", json={}).json() == {"error": "Invalid request: missing q parameter"}
+
+
+def test_known_sentences_come_from_the_cache_without_the_model(translator, offline):
+    recording = Recording(translator)
+    with running(create_app(recording, "mt", ServeConfig())) as url:
+        def translate(q):
+            return post(url, "/translate", json={"q": q, "source": "zh", "target": "en"}).json()["translatedText"]
+
+        translate("我们明天去北京。他是我的朋友。")
+        assert recording.calls == [translator.encode(["我们明天去北京。", "他是我的朋友。"])]  # one batch
+        assert translate("他是我的朋友。谢谢你。") == f"{offline['他是我的朋友。']} {offline['谢谢你。']}"
+        assert recording.calls[1:] == [translator.encode(["谢谢你。"])]  # the known sentence is not decoded again
+        cache = httpx.get(url + "/api/info").json()["cache"]
+        assert (cache["hits"], cache["misses"], cache["entries"]) == (1, 3, 3)
+    recording.calls.clear()
+    with running(create_app(recording, "mt", serve_config(cache_size=0))) as url:
+        for _ in range(2):
+            post(url, "/translate", json={"q": "谢谢你。", "source": "zh", "target": "en"})
+        assert len(recording.calls) == 2
+        assert httpx.get(url + "/api/info").json()["cache"] == {"entries": 0, "bytes": 0, "hits": 0, "misses": 0,
+                                                                "size": 0}
 
 
 def test_api_keys_and_the_request_rate(translator):
@@ -283,6 +505,24 @@ def test_a_cancelled_job_is_never_decoded_and_a_full_queue_is_busy(translator):
     assert translator.encode(["谢谢你。"]) in recording.calls
 
 
+def test_a_call_runs_on_the_worker_thread_in_its_turn(translator):
+    recording = Recording(translator, delay=0.3)
+    worker = BatchingWorker(recording, wait_ms=5)
+    worker.submit(["我爱你"], translator.decode)
+    time.sleep(0.1)  # the worker is busy with that job
+    queued = worker.submit(["谢谢你。"], translator.decode)
+    called = worker.call(lambda: (threading.current_thread().name, len(recording.calls), queued.done()))
+    assert called.result(timeout=30) == ("mt-batching-worker", 2, True)  # after the jobs queued before it
+
+    def refuse():
+        raise MtError("no")
+
+    with pytest.raises(MtError):
+        worker.call(refuse).result(timeout=30)
+    assert worker.submit(["你好。"], translator.decode).result(timeout=30)  # the worker carries on
+    worker.stop()
+
+
 def test_a_client_that_disconnects_leaves_no_work_behind(translator):
     recording = Recording(translator, delay=1.0)
     with running(create_app(recording, "mt", ServeConfig())) as url:
@@ -315,12 +555,15 @@ class Counting:
         return self.inner.encode_src(texts, sampling)
 
 
-def test_a_served_line_is_encoded_once(translator, offline):
+def test_a_served_sentence_is_encoded_once_for_the_model_and_a_cached_one_not_at_all(translator, offline):
     counted = copy.copy(translator)
     counted.tokenizer = Counting(translator.tokenizer)
+    split_for(counted, [Marked("我爱你")])
+    splitting, counted.tokenizer.lines = counted.tokenizer.lines, []  # the split checks that a sentence fits
     with running(create_app(counted, "mt", ServeConfig())) as url:
-        answer = post(url, "/translate", json={"q": "我爱你", "source": "zh", "target": "en"})
-    assert answer.json() == {"translatedText": offline["我爱你"]} and counted.tokenizer.lines == ["我爱你"]
+        answers = [post(url, "/translate", json={"q": "我爱你", "source": "zh", "target": "en"}) for _ in range(2)]
+    assert all(answer.json() == {"translatedText": offline["我爱你"]} for answer in answers)
+    assert counted.tokenizer.lines == splitting + ["我爱你"] + splitting
 
 
 # ---------------------------------------------------------------- abuse
@@ -380,7 +623,9 @@ def test_libretranslatepy_speaks_to_mt_serve_and_gets_what_mt_translate_gives(ch
     with mt_serve("--checkpoint", str(checkpoint), "--api-keys", "keys.txt", cwd=tmp_path) as (_, url):
         client = LibreTranslateAPI(url, api_key="secret-1")
         assert client.translate("我爱你", "zh", "en") == expected
-        assert client.languages() == [{"code": "zh", "name": "Chinese", "targets": ["en"]}]
+        assert client.languages() == [{"code": "zh", "name": "Chinese", "targets": ["en"]},
+                                      {"code": "en", "name": "English", "targets": []}]
+        assert client.detect("我爱你") == [{"confidence": 100.0, "language": "zh"}]
         with pytest.raises(urllib.error.HTTPError) as refused:
             client.translate("我爱你", "en", "zh")
         assert refused.value.code == 400 and "en is not supported" in json.loads(refused.value.read())["error"]
@@ -390,6 +635,26 @@ def test_libretranslatepy_speaks_to_mt_serve_and_gets_what_mt_translate_gives(ch
         with pytest.raises(urllib.error.HTTPError) as wrong_key:
             LibreTranslateAPI(url, api_key="guess").translate("我爱你", "zh", "en")
         assert wrong_key.value.code == 403
+
+
+NPM_CLIENT = Path(sys.prefix) / "node" / "node_modules" / "libretranslate"  # scripts/setup.sh installs it
+
+
+def test_the_npm_libretranslate_client_speaks_to_mt_serve(url, offline, tmp_path):
+    if shutil.which("node") is None or not NPM_CLIENT.is_dir():
+        pytest.skip(f"needs node and the npm package libretranslate in {NPM_CLIENT.parent}")
+    script = tmp_path / "client.js"
+    script.write_text(f"const {{ translate }} = require({json.dumps(str(NPM_CLIENT))});\n"
+                      f"translate({{ query: process.argv[2], source: 'zh', target: process.argv[3], "
+                      f"apiurl: {json.dumps(url)} }}).then(console.log, (e) => {{ console.log(e.message); }});\n",
+                      encoding="utf-8")
+
+    def client(q, target):  # it checks the source and target against /languages first
+        return subprocess.run(["node", str(script), q, target], capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip()
+
+    assert client("他是我的朋友。谢谢你。", "en") == f"{offline['他是我的朋友。']} {offline['谢谢你。']}"
+    assert client("我爱你", "fr") == "This language was not found/does not exist."
 
 
 def test_sigterm_finishes_the_request_in_flight_then_exits_0(checkpoint, tmp_path, offline):
@@ -462,3 +727,26 @@ def test_the_page_draws_the_attention_map_of_the_chosen_translation(page, transl
     page.click("ol.nbest li:nth-child(2)")  # another translation: its own map
     assert page.get_attribute("ol.nbest li:nth-child(2)", "class") == "chosen"
     assert labels("tbody th") == pieces[second]
+
+
+def test_the_page_shows_each_sentence_of_a_paragraph_with_its_own_nbest(page, offline):
+    page.fill("#text", "我们明天去北京。他是我的朋友。")
+    page.click("#go")
+    sentences = page.locator(".line .sentence")
+    sentences.nth(1).locator("ol.nbest li").first.wait_for()
+    assert page.inner_text(".line .translation") == f"{offline['我们明天去北京。']} {offline['他是我的朋友。']}"
+    assert sentences.locator(".source").all_inner_texts() == ["我们明天去北京。", "他是我的朋友。"]
+    assert [sentences.nth(i).locator("ol.nbest li .text").first.inner_text() for i in (0, 1)] == [
+        offline["我们明天去北京。"], offline["他是我的朋友。"]]
+    sentences.nth(1).locator("ol.nbest li").nth(1).click()  # its map: the second sentence's pieces
+    assert "他" in "".join(page.locator("#attention thead th").all_inner_texts())
+
+
+def test_the_page_translates_a_file_into_a_download_link(page, offline):
+    page.wait_for_selector("#facts:has-text('step 8')")
+    page.set_input_files("#file", files=[{"name": "notes.txt", "mimeType": "text/plain",
+                                          "buffer": "我爱你\n".encode()}])
+    page.click("#upload")
+    page.wait_for_selector("a#download")
+    assert page.inner_text("a#download") == "notes_en.txt"
+    assert httpx.get(page.get_attribute("a#download", "href")).content == f"{offline['我爱你']}\n".encode()

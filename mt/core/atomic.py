@@ -62,6 +62,7 @@ def _starts_with(magic: bytes) -> Callable[[Path], bool]:
 TEXT = Kind("a text file", _is_text)
 PNG = Kind("a PNG image", _starts_with(b"\x89PNG\r\n\x1a\n"))
 CHECKPOINT = Kind("a checkpoint", zipfile.is_zipfile)  # torch.save writes a zip archive
+DOCX = Kind("a Word document", zipfile.is_zipfile)
 FILE = Kind("a file", lambda path: True)  # mt's own files in a run directory
 
 

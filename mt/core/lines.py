@@ -37,6 +37,16 @@ def iter_file_lines(path: Path) -> Iterator[str]:
     return lines()
 
 
+def read_bytes(path: Path) -> bytes:
+    """A file's bytes; a missing or unreadable file is an error that names it."""
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise MtError(f"{path}: no such file")
+    except OSError as e:
+        raise MtError(f"{path}: cannot read ({e.strerror})")
+
+
 def iter_lines(stream: BinaryIO, name: str) -> Iterator[str]:
     """Decode a byte stream line by line (split at \\n only); bad UTF-8 is an error naming `name` and the line."""
     for number, line in enumerate(stream, start=1):

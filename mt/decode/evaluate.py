@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from mt.core.atomic import TEXT, atomic_write_bytes
@@ -24,10 +25,11 @@ def read_test_files(src: Path, refs: list[Path]) -> tuple[list[str], list[list[s
 
 
 def evaluate(translator: Translator, sources: list[str], references: list[list[str]], decode: DecodeConfig,
-             output: Path | None = None) -> Scores:
-    """Translate `sources`, keep the translations in `output` (written atomically) if given, and score them
-    against `references` with the BLEU tokenizer of the model's target language."""
-    hypotheses = translator.translate_lines(sources, decode)
+             output: Path | None = None, translate: Callable[[list[str]], list[str]] | None = None) -> Scores:
+    """Translate `sources` (line by line, or with `translate` where the caller has another way, e.g. sentence
+    splitting), keep the translations in `output` (written atomically) if given, and score them against
+    `references` with the BLEU tokenizer of the model's target language."""
+    hypotheses = translate(sources) if translate else translator.translate_lines(sources, decode)
     if output is not None:
         atomic_write_bytes(output, "".join(line + "\n" for line in hypotheses).encode("utf-8"), TEXT)
     return score(hypotheses, references, translator.config.data.tgt_lang)

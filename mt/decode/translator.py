@@ -78,14 +78,15 @@ class Translator:
             outputs[i] = [Translation(text, h.score) for text, h in zip(texts, hyps)]
         return outputs
 
-    def attention(self, source: str, translation: str) -> Attention:
-        """The cross-attention of `translation` (its pieces re-encoded from the text) given `source`."""
+    def attention(self, source: str, translation: str, src_ids: list[int] | None = None) -> Attention:
+        """The cross-attention of `translation` (its pieces re-encoded from the text) given `source`, or given
+        `src_ids` where the caller has cut the source into pieces its own way (EOS last)."""
         models = getattr(self.engine, "models", [])
         if len(models) != 1:
             raise MtError("attention maps need mt's own engine with one checkpoint (not a CTranslate2 export, "
                           "nor an ensemble)")
         model = models[0]
-        src_ids = self.tokenizer.encode_src([source.strip()])[0]                   # pieces … EOS
+        src_ids = src_ids or self.tokenizer.encode_src([source.strip()])[0]        # pieces … EOS
         tgt_ids = self.tokenizer.encode_tgt([translation])[0][1:]                  # pieces … EOS (BOS dropped)
         device = next(model.parameters()).device
         src, tgt_input = pad_ids([src_ids]), pad_ids([[BOS] + tgt_ids[:-1]])       # the decoder reads BOS pieces …

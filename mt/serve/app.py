@@ -1,12 +1,16 @@
 """`mt serve`: a trained model behind HTTP, for the clients people already have and a page to try it in.
 
-- LibreTranslate's API, as its clients expect it: POST /translate, GET /languages, GET /frontend/settings,
-  GET /health; JSON or form bodies; errors as {"error": …} with its status codes.
-- mt's own: POST /api/translate (n-best with scores, mt translate's decoding options, cross-attention maps) and
-  GET /api/info (the model's facts).
+- LibreTranslate's API, as its clients expect it: POST /translate (text or HTML), POST /translate_file and
+  GET /download_file/…, POST /detect, GET /languages, GET /frontend/settings, GET /health; JSON or form bodies;
+  errors as {"error": …} with its status codes.
+- mt's own: POST /api/translate (each sentence's n-best with scores, mt translate's decoding options,
+  cross-attention maps) and GET /api/info (the model's facts, the cache's counts).
 - The page at / (mt/serve/web/index.html, one self-contained file: it works offline).
 
-Every request's lines go through one BatchingWorker (mt/serve/batcher.py), which decodes concurrent requests together.
+Real text goes through mt/text: each text is split into sentences (mt/text/texts.py's split_for), the sentences of
+all the request's texts are decoded as one job of the BatchingWorker (mt/serve/batcher.py), which decodes concurrent
+requests together, and each text is put back in its shape (finish), with its marks (HTML's inline elements, a
+document's runs) placed by the cross-attention. Sentences already translated come from a cache instead.
 Starlette on uvicorn: a small, well-kept ASGI stack; LibreTranslate's API fixes our request and answer shapes,
 so FastAPI's schema generation and validation would add a layer without doing a job here.
 """
@@ -18,11 +22,20 @@ import dataclasses
 import ipaddress
 import json
 import logging
+import mimetypes
+import secrets
+import shutil
 import signal
 import socket
+import tempfile
+import unicodedata
+from collections import OrderedDict
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from importlib import resources
-from urllib.parse import parse_qsl
+from pathlib import Path, PurePosixPath
+from statistics import fmean
+from urllib.parse import parse_qsl, quote
 
 import uvicorn
 from limits import RateLimitItemPerMinute
@@ -31,23 +44,33 @@ from limits.strategies import FixedWindowRateLimiter
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from mt.serve.batcher import BatchingWorker, Busy
 from mt.config import DecodeConfig, ServeConfig, flag_of
 from mt.core.errors import MtError
-from mt.decode.translator import Attention, Translator
+from mt.decode.translator import Attention, Translation, Translator
+from mt.text.documents import FORMATS, read_document
+from mt.text.markup import read_html
+from mt.text.marks import Marked, Split
+from mt.text.sentences import Layout
+from mt.text.texts import finish, split_for
 
 log = logging.getLogger(__name__)
 
 LANGUAGE_NAMES = {"ar": "Arabic", "de": "German", "en": "English", "es": "Spanish", "fr": "French", "it": "Italian",
                   "ja": "Japanese", "ko": "Korean", "pt": "Portuguese", "ru": "Russian", "zh": "Chinese"}
 ALIASES = {"zh": ("zh-Hans", "zh-Hant", "zh-CN", "zh-TW")}  # mt's tokenizer converts either Chinese script
-# The decode keys a request may set, by the names of their command-line options: beam, alpha, nbest, …
+# The decode keys a request may set, by the names of their command-line options: beam, alpha, nbest, split, …
 API_OPTIONS = {f.name: flag_of(f)[2:].replace("-", "_") for f in dataclasses.fields(DecodeConfig)
                if f.metadata["per_request"]}
-NUMBER_KINDS = {f.name: type(f.default) for f in dataclasses.fields(DecodeConfig)}  # int or float
+OPTION_KINDS = {f.name: type(f.default) for f in dataclasses.fields(DecodeConfig)}  # int, float or bool
+# /detect's evidence: the scripts a language is written in (the start of Unicode's character names); Latin otherwise
+SCRIPTS = {"zh": ("CJK UNIFIED", "CJK COMPATIBILITY IDEOGRAPH"), "ja": ("CJK UNIFIED", "HIRAGANA", "KATAKANA"),
+           "ko": ("HANGUL",), "ar": ("ARABIC",), "ru": ("CYRILLIC",), "el": ("GREEK",), "he": ("HEBREW",),
+           "th": ("THAI",), "hi": ("DEVANAGARI",)}
+CACHE_ENTRY_BYTES = 1024  # the cache holds at most --cache-size entries of this size on average
 
 
 class ApiError(Exception):
@@ -58,8 +81,108 @@ class ApiError(Exception):
         self.status = status
 
 
+@dataclass
+class Upload:
+    """A file sent in a multipart form: the name its client gave it (never used as a path) and its bytes."""
+
+    name: str
+    data: bytes
+
+
+@dataclass
+class Done:
+    """Texts through the model: their sentences (`split`), each sentence's n-best and attention maps (per
+    translation, None where none was asked for), and the texts' translations with their marks placed."""
+
+    split: Split
+    found: list[list[Translation]]
+    maps: list[list[Attention | None]]
+    texts: list[Marked]
+
+
+class Cache:
+    """Sentences already translated, by (sentence, decode settings) → their n-best: least recently used first out,
+    at most `entries` of them and CACHE_ENTRY_BYTES × `entries` bytes of text. By sentence, not by text: a text
+    that repeats a known sentence (a paragraph edited, a subtitle line said again) gets it from here."""
+
+    def __init__(self, entries: int):
+        self.entries, self.limit = entries, entries * CACHE_ENTRY_BYTES
+        self.found: OrderedDict[tuple, tuple[list[Translation], int]] = OrderedDict()  # → (n-best, bytes)
+        self.bytes = self.hits = self.misses = 0
+
+    def get(self, key: tuple) -> list[Translation] | None:
+        if not self.entries:
+            return None
+        entry = self.found.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self.found.move_to_end(key)
+        return entry[0]
+
+    def put(self, key: tuple, nbest: list[Translation]) -> None:
+        size = len(key[0].encode()) + sum(len(t.text.encode()) + 8 for t in nbest)
+        if not self.entries or size > self.limit:
+            return
+        if key in self.found:
+            self.bytes -= self.found.pop(key)[1]
+        self.found[key] = (nbest, size)
+        self.bytes += size
+        while len(self.found) > self.entries or self.bytes > self.limit:
+            self.bytes -= self.found.popitem(last=False)[1][1]
+
+    def counts(self) -> dict:
+        return {"entries": len(self.found), "bytes": self.bytes, "hits": self.hits, "misses": self.misses,
+                "size": self.entries}
+
+
+class Downloads:
+    """Translated files waiting for their download, in a directory of the server's own (mode 0700, removed when it
+    stops), each under a random token: a name a client gave is never a path. A file is removed once downloaded, or
+    after `keep` seconds; all of them hold at most `limit` bytes, so that uploads nobody fetches cannot fill the
+    disk."""
+
+    def __init__(self, keep: float, limit: int):
+        self.keep, self.limit, self.bytes = keep, limit, 0
+        self.directory = Path(tempfile.mkdtemp(prefix="mt-serve-"))  # mode 0700
+        self.files: dict[str, tuple[str, int, asyncio.TimerHandle]] = {}  # token → (download name, bytes, removal)
+
+    def put(self, name: str, data: bytes) -> str:
+        """Stores the file; its name for /download_file/: the token, a dot, then `name`."""
+        if self.bytes + len(data) > self.limit:
+            raise ApiError(503, "Too many translated files wait for their download; try again in a moment")
+        token = secrets.token_hex(16)
+        (self.directory / token).write_bytes(data)
+        self.files[token] = (name, len(data), asyncio.get_running_loop().call_later(self.keep, self.remove, token))
+        self.bytes += len(data)
+        return f"{token}.{name}"
+
+    def take(self, file: str) -> tuple[str, bytes]:
+        """The download name and bytes of a file stored under `file` (as `put` named it), removed now."""
+        if "/" in file or "\\" in file:
+            raise ApiError(400, "Invalid filename")
+        token, _, name = file.partition(".")
+        if token not in self.files or self.files[token][0] != name:
+            raise ApiError(404, "File not found (a translated file can be downloaded once, for a while)")
+        data = (self.directory / token).read_bytes()
+        self.remove(token)
+        return name, data
+
+    def remove(self, token: str) -> None:
+        _, size, removal = self.files.pop(token)
+        removal.cancel()
+        self.bytes -= size
+        (self.directory / token).unlink()
+
+    def close(self) -> None:
+        for _, _, removal in self.files.values():
+            removal.cancel()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
 class Api:
-    """The handlers, sharing one translator (behind its worker) and the server's limits."""
+    """The handlers, sharing one translator (behind its worker), its cache and the server's limits."""
 
     def __init__(self, translator: Translator, engine: str, limits: ServeConfig, api_keys: frozenset[str]):
         self.translator, self.engine, self.limits, self.api_keys = translator, engine, limits, api_keys
@@ -70,20 +193,25 @@ class Api:
         data = translator.config.data
         self.source, self.target = data.src_lang, data.tgt_lang
         self.page = (resources.files("mt.serve") / "web" / "index.html").read_text(encoding="utf-8")
+        self.cache = Cache(limits.cache_size)
         self.worker: BatchingWorker | None = None
+        self.downloads: Downloads | None = None
 
     @asynccontextmanager
     async def lifespan(self, app):
         self.worker = BatchingWorker(self.translator, self.limits.batch_wait_ms, self.limits.batch_tokens,
                                      self.limits.queue_size)
+        self.downloads = Downloads(self.limits.download_timeout, self.limits.download_limit)
         try:
             yield
         finally:  # uvicorn has answered the requests in flight by now
             await asyncio.to_thread(self.worker.stop)
+            self.downloads.close()
 
     # ------------------------------------------------------------ LibreTranslate's API
 
     async def libre_translate(self, request):
+        """q (a text or a list) as text or HTML: each text's sentences' translations, rejoined in its shape."""
         params = await self.params(request)
         self.admit(request, params)
         q = params.get("q")
@@ -93,36 +221,82 @@ class Api:
         texts = self.texts(q)
         self.language(params["source"], self.source, allow_auto=True)
         self.language(params["target"], self.target)
-        if params.get("format") not in (None, "", "text"):
-            raise ApiError(400, f"{params['format']} format is not supported (mt translates plain text)")
+        html = self.is_html(params.get("format"))
         alternatives = self.number(params.get("alternatives", 0), "alternatives", 0, self.limits.max_beam - 1)
         decode = self.translator.decode.replace(nbest=alternatives + 1,
                                                 beam_size=max(self.translator.decode.beam_size, alternatives + 1))
-        lines = [text.split("\n") for text in texts]  # one translation per line, as `mt translate` gives
-        found, _ = await self.translate_lines(request, [line for text in lines for line in text], decode)
-        results = []
-        for text_lines in lines:
-            mine, found = found[:len(text_lines)], found[len(text_lines):]
-            results.append(_join(mine, alternatives))
-        answer = {"translatedText": [r[0] for r in results] if isinstance(q, list) else results[0][0]}
+        if html:  # as LibreTranslate: no alternatives for HTML
+            translated, others = await self.translate_html(request, texts, decode), [[] for _ in texts]
+        else:
+            done = await self.run(request, [Marked(text) for text in texts], decode)
+            translated = [t.text for t in done.texts]
+            others = _alternatives(done, translated, alternatives)
+        answer = {"translatedText": translated if isinstance(q, list) else translated[0]}
         if params["source"] == "auto":  # the model has one source language: that is the one "detected"
-            detected = {"confidence": 100.0, "language": self.source}
-            answer["detectedLanguage"] = [detected] * len(texts) if isinstance(q, list) else detected
+            detected = [{"confidence": _confidence(text, self.source), "language": self.source} for text in texts]
+            answer["detectedLanguage"] = detected if isinstance(q, list) else detected[0]
         if alternatives > 0:
-            answer["alternatives"] = [r[1] for r in results] if isinstance(q, list) else results[0][1]
+            answer["alternatives"] = others if isinstance(q, list) else others[0]
         return _json(answer)
 
+    async def translate_file(self, request):
+        """A file (multipart field `file`) translated whole in its format; answered with the URL it can be
+        downloaded from (once, for a while), as LibreTranslate answers."""
+        params = await self.params(request)
+        self.admit(request, params)
+        upload = params.get("file")
+        for name, given in (("file", isinstance(upload, Upload)), ("source", params.get("source")),
+                            ("target", params.get("target"))):
+            if not given:
+                raise ApiError(400, f"Invalid request: missing {name} parameter")
+        name = PurePosixPath(upload.name.replace("\\", "/")).name  # a path's last part only
+        if not name:
+            raise ApiError(400, "Invalid request: empty file")
+        self.language(params["source"], self.source, allow_auto=True)
+        self.language(params["target"], self.target)
+        try:  # in a thread: reading a large document takes a while, and the server answers others meanwhile
+            document = await asyncio.to_thread(read_document, name, upload.data, self.limits.body_limit)
+        except MtError as e:
+            raise ApiError(400, f"Invalid request: {e}")
+        done = await self.run(request, document.texts, self.translator.decode)
+        output = await asyncio.to_thread(document.render, done.texts)
+        path = PurePosixPath(name)
+        stored = self.downloads.put(f"{path.stem}_{params['target']}{path.suffix}", output)
+        return _json({"translatedFileUrl": str(request.url_for("download_file", name=quote(stored, safe="")))})
+
+    async def download_file(self, request):
+        name, data = self.downloads.take(request.path_params["name"])
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        return Response(data, media_type=kind, headers={"Content-Disposition": _attachment(name)})
+
+    async def detect(self, request):
+        """The model's source language, and its target language where the text looks like it (a translation),
+        each with the share of the text's letters written in its script as the confidence: a model that translates
+        one language pair has no other language to tell apart."""
+        params = await self.params(request)
+        self.admit(request, params)
+        if not params.get("q"):
+            raise ApiError(400, "Invalid request: missing q parameter")
+        text = " ".join(self.texts(params["q"]))
+        found = [{"confidence": _confidence(text, self.source), "language": self.source}]
+        if self.target != self.source and _confidence(text, self.target) > 0:
+            found.append({"confidence": _confidence(text, self.target), "language": self.target})
+        return _json(sorted(found, key=lambda language: -language["confidence"]))
+
     async def languages(self, request):
+        """Both languages, as clients check a request's source and target against this list: the target has no
+        targets of its own here."""
         return _json([{"code": self.source, "name": LANGUAGE_NAMES.get(self.source, self.source),
-                       "targets": [self.target]}])
+                       "targets": [self.target]},
+                      {"code": self.target, "name": LANGUAGE_NAMES.get(self.target, self.target), "targets": []}])
 
     async def frontend_settings(self, request):
         def language(code):
             return {"code": code, "name": LANGUAGE_NAMES.get(code, code)}
 
         return _json({"charLimit": self.limits.char_limit, "frontendTimeout": 500, "apiKeys": bool(self.api_keys),
-                      "keyRequired": bool(self.api_keys), "suggestions": False, "filesTranslation": False,
-                      "supportedFilesFormat": [],
+                      "keyRequired": bool(self.api_keys), "suggestions": False, "filesTranslation": True,
+                      "supportedFilesFormat": list(FORMATS),
                       "language": {"source": language(self.source), "target": language(self.target)}})
 
     async def health(self, request):
@@ -132,14 +306,16 @@ class Api:
 
     async def translate(self, request):
         """{"q": text, "attention", and the decode options of `mt translate` by their names there: "beam", "alpha",
-        "nbest", "no_repeat_ngram", …} → each line's n-best with
-        scores, and with "attention": true each translation's cross-attention (per layer, heads averaged)."""
+        "nbest", "split", …} → each line's translation, its n-best (its sentences' rejoined) with scores, and its
+        sentences, each with its own n-best and, with "attention": true, each translation's cross-attention (per
+        layer, heads averaged)."""
         params = await self.params(request)
         self.admit(request, params)
         if not isinstance(params.get("q"), str) or not params["q"]:
             raise ApiError(400, "Invalid request: q must be a text")
         [text] = self.texts(params["q"])
-        given = {key: self.number(params[name], name, 0, None, NUMBER_KINDS[key])
+        given = {key: self.flag(params[name], name) if OPTION_KINDS[key] is bool
+                 else self.number(params[name], name, 0, None, OPTION_KINDS[key])
                  for key, name in API_OPTIONS.items() if params.get(name) is not None}
         try:
             decode = self.translator.decode.replace(API_OPTIONS, **given)
@@ -147,17 +323,12 @@ class Api:
             raise ApiError(400, str(e))
         if decode.beam_size > self.limits.max_beam:
             raise ApiError(400, f"beam {decode.beam_size}: this server allows at most {self.limits.max_beam}")
-        attention = params.get("attention") is True
+        attention = self.flag(params.get("attention", False), "attention")
         if attention and self.engine != "mt":
             raise ApiError(400, "attention maps need mt's own engine; this server runs a CTranslate2 export")
         lines = text.split("\n")
-        found, maps = await self.translate_lines(request, lines, decode, attention)
-        return _json({"decode": dataclasses.asdict(decode), "lines": [
-            {"source": line, "translations": [
-                {"text": t.text, "score": round(t.score, 4),
-                 **({"attention": _attention_json(maps[i][j])} if attention and maps[i][j] else {})}
-                for j, t in enumerate(nbest)]}
-            for i, (line, nbest) in enumerate(zip(lines, found))]})
+        done = await self.run(request, [Marked(line) for line in lines], decode, attention)
+        return _json({"decode": dataclasses.asdict(decode), "lines": _lines_json(lines, done)})
 
     async def info(self, request):
         config = self.translator.config
@@ -166,7 +337,8 @@ class Api:
                       "vocabulary": {"source": self.translator.tokenizer.src_vocab_size,
                                      "target": self.translator.tokenizer.tgt_vocab_size,
                                      "joint": self.translator.tokenizer.joint},
-                      "decode": dataclasses.asdict(config.decode), "limits": dataclasses.asdict(self.limits)})
+                      "decode": dataclasses.asdict(config.decode), "limits": dataclasses.asdict(self.limits),
+                      "cache": self.cache.counts()})
 
     async def index(self, request):
         return HTMLResponse(self.page, headers={"Content-Security-Policy": "default-src 'self'; script-src "
@@ -175,7 +347,8 @@ class Api:
     # ------------------------------------------------------------ one request's steps
 
     async def params(self, request) -> dict:
-        """The request's parameters: its query string, then its JSON or form body."""
+        """The request's parameters: its query string, then its JSON or form body (a multipart form's files as
+        Uploads)."""
         params = dict(request.query_params)
         body = await self.body(request)
         if not body:
@@ -251,6 +424,13 @@ class Api:
             raise ApiError(400, f"{code} is not supported (this model translates {self.source} to {self.target})")
 
     @staticmethod
+    def is_html(value) -> bool:
+        """Whether `format` is HTML (else text, the default)."""
+        if value not in (None, "", "text", "html"):
+            raise ApiError(400, f"{value} format is not supported (supported: text, html)")
+        return value == "html"
+
+    @staticmethod
     def number(value, name: str, least: int, most: int | None, kind=int):
         """A number parameter (JSON number, or a form's text)."""
         try:
@@ -262,11 +442,60 @@ class Api:
             raise ApiError(400, f"Invalid request: {name} parameter must be a number {allowed}")
         return number
 
-    async def translate_lines(self, request, lines: list[str], decode: DecodeConfig, attention: bool = False):
-        """The n-best translations (and attention maps) of the lines, from the worker. A client that leaves
-        while its request waits cancels the request's job, which the worker then skips."""
+    @staticmethod
+    def flag(value, name: str) -> bool:
+        """A yes-or-no parameter: JSON's true or false, or a form's text "true" or "false"."""
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if not isinstance(value, bool):
+            raise ApiError(400, f"Invalid request: {name} parameter must be true or false")
+        return value
+
+    async def translate_html(self, request, pages: list[str], decode: DecodeConfig) -> list[str]:
+        """Each HTML text translated: its blocks' texts, with their inline elements placed on the translation."""
+        try:  # in a thread, as a long text takes a while
+            read = await asyncio.to_thread(lambda: [read_html(page) for page in pages])
+        except MtError as e:
+            raise ApiError(400, f"Invalid request: {e}")
+        done = await self.run(request, [text for page in read for text in page.texts], decode)
+        rendered, start = [], 0
+        for page in read:
+            rendered.append(page.render(done.texts[start:start + len(page.texts)]))
+            start += len(page.texts)
+        return rendered
+
+    async def run(self, request, texts: list[Marked], decode: DecodeConfig, attention: bool = False) -> Done:
+        """The texts through the model: split into sentences (unless decode.split_sentences is off), the sentences
+        translated, the texts put back. Placing marks reads the model again (mt/text/align.py): then the texts are
+        put back on the worker's thread."""
+        split = await asyncio.to_thread(split_for, self.translator, texts, decode.split_sentences)
+        found, maps = await self.translate_sentences(request, [s.text for s in split.sentences], decode, attention)
+        if any(sentence.spans for sentence in split.sentences):
+            put_back = await self.on_worker(request, self.worker.call, lambda: finish(self.translator, split, found))
+        else:  # in a thread: a long document takes a while
+            put_back = await asyncio.to_thread(finish, self.translator, split, found)
+        return Done(split, found, maps, put_back)
+
+    async def translate_sentences(self, request, sentences: list[str], decode: DecodeConfig, attention: bool):
+        """Each sentence's n-best, and with `attention` each translation's attention map. From the cache where it
+        has them and no map is asked for; the others (each once) from the worker, as one job."""
+        settings = dataclasses.astuple(decode)
+        found = [None if attention else self.cache.get((sentence, settings)) for sentence in sentences]
+        todo = list(dict.fromkeys(sentence for sentence, hit in zip(sentences, found) if hit is None))
+        done, maps = {}, {}
+        if todo:
+            nbests, attentions = await self.on_worker(request, self.worker.submit, todo, decode, attention)
+            for sentence, nbest in zip(todo, nbests):
+                self.cache.put((sentence, settings), nbest)
+            done, maps = dict(zip(todo, nbests)), dict(zip(todo, attentions or []))
+        found = [hit or done[sentence] for sentence, hit in zip(sentences, found)]
+        return found, [maps.get(sentence, [None] * len(nbest)) for sentence, nbest in zip(sentences, found)]
+
+    async def on_worker(self, request, submit, *args):
+        """What the worker gives for work queued with `submit` (its submit or call). A client that leaves while
+        its request waits cancels the work, which the worker then skips."""
         try:
-            job = self.worker.submit(lines, decode, attention)
+            job = submit(*args)
         except Busy:
             raise ApiError(503, "The server is busy; try again in a moment")
         result = asyncio.wrap_future(job)
@@ -281,15 +510,50 @@ class Api:
             raise ApiError(503, "Translation timed out in the queue" if not done else "Client disconnected")
         try:
             return result.result()
+        except MtError as e:  # a refusal: e.g. marks to place with an engine that gives no attention
+            raise ApiError(400, f"Invalid request: {e}") from e
         except Exception as e:  # the worker has logged it: an ApiError, unlike other faults, is not logged again
             raise ApiError(500, f"Cannot translate text: {e}") from e
 
 
-def _join(found: list[list], alternatives: int) -> tuple[str, list[str]]:
-    """A text's lines' n-best → its translation and up to `alternatives` different ones, line by line."""
-    best = "\n".join(nbest[0].text for nbest in found)
-    others = ["\n".join(nbest[min(i, len(nbest) - 1)].text for nbest in found) for i in range(1, alternatives + 1)]
-    return best, list(dict.fromkeys(text for text in others if text != best))
+def _alternatives(done: Done, best: list[str], count: int) -> list[list[str]]:
+    """Each text's up to `count` other translations: its sentences' i-th translations rejoined, for i = 1 … count
+    (a sentence with fewer gives its last), those that differ from the best and from each other."""
+    others = [done.split.join([Marked(nbest[min(i, len(nbest) - 1)].text) for nbest in done.found])
+              for i in range(1, count + 1)]
+    return [list(dict.fromkeys(other[k].text for other in others if other[k].text != text))
+            for k, text in enumerate(best)]
+
+
+def _lines_json(lines: list[str], done: Done) -> list[dict]:
+    """/api/translate's lines: each line's translation, its n-best, and its sentences with theirs."""
+    answer, start = [], 0
+    for line, layout, translated in zip(lines, done.split.layouts, done.texts):
+        end = start + len(layout.spans)
+        sentences, found, maps = done.split.sentences[start:end], done.found[start:end], done.maps[start:end]
+        answer.append({"source": line, "translation": translated.text, "translations": _line_nbest(layout, found, maps),
+                       "sentences": [{"source": sentence.text, "translations": _nbest_json(nbest, attentions)}
+                                     for sentence, nbest, attentions in zip(sentences, found, maps)]})
+        start = end
+    return answer
+
+
+def _line_nbest(layout: Layout, found: list[list[Translation]], maps: list[list[Attention | None]]) -> list[dict]:
+    """A line's n-best: its sentences' i-th translations rejoined (a sentence with fewer gives its last), scored by
+    the mean of their scores. A line of one sentence has its sentence's, with their attention maps."""
+    if len(found) == 1:
+        return [{**t, "text": layout.join([t["text"]])} for t in _nbest_json(found[0], maps[0])]
+    nbest = []
+    for i in range(max((len(n) for n in found), default=1)):
+        picked = [n[min(i, len(n) - 1)] for n in found]
+        nbest.append({"text": layout.join([t.text for t in picked]),
+                      "score": round(fmean(t.score for t in picked), 4) if picked else 0.0})
+    return nbest
+
+
+def _nbest_json(nbest: list[Translation], maps: list[Attention | None]) -> list[dict]:
+    return [{"text": t.text, "score": round(t.score, 4), **({"attention": _attention_json(a)} if a else {})}
+            for t, a in zip(nbest, maps)]
 
 
 def _attention_json(attention: Attention) -> dict:
@@ -297,6 +561,20 @@ def _attention_json(attention: Attention) -> dict:
     layers = attention.weights.mean(dim=1)
     return {"source": attention.source, "target": attention.target,
             "layers": [[[round(w, 4) for w in row] for row in layer] for layer in layers.tolist()]}
+
+
+def _confidence(text: str, language: str) -> float:
+    """The share of the text's letters written in the language's script, in percent."""
+    letters = [c for c in text if c.isalpha()]
+    scripts = SCRIPTS.get(language.split("-")[0], ("LATIN",))
+    inside = sum(unicodedata.name(c, "").startswith(scripts) for c in letters)
+    return round(100 * inside / len(letters), 1) if letters else 0.0
+
+
+def _attachment(name: str) -> str:
+    """A Content-Disposition that names the download: RFC 6266's filename*, where the name is not plain ASCII."""
+    quoted = quote(name)
+    return f'attachment; filename="{name}"' if quoted == name else f"attachment; filename*=utf-8''{quoted}"
 
 
 async def _disconnected(request) -> None:
@@ -310,7 +588,11 @@ async def _multipart(request, body: bytes) -> dict:
         return {"type": "http.request", "body": body, "more_body": False}
 
     form = await Request(request.scope, replay).form()
-    return {key: value for key, value in form.items() if isinstance(value, str)}
+    try:
+        return {key: value if isinstance(value, str) else Upload(value.filename or "", await value.read())
+                for key, value in form.items()}
+    finally:
+        await form.close()
 
 
 def _json(data, status: int = 200):
@@ -331,6 +613,9 @@ def create_app(translator: Translator, engine: str, limits: ServeConfig, api_key
         return _json({"error": f"Cannot translate text: {error}"}, 500)
 
     routes = [Route("/", api.index), Route("/translate", api.libre_translate, methods=["POST"]),
+              Route("/translate_file", api.translate_file, methods=["POST"]),
+              Route("/download_file/{name}", api.download_file, name="download_file"),
+              Route("/detect", api.detect, methods=["POST"]),
               Route("/languages", api.languages, methods=["GET", "POST"]),
               Route("/frontend/settings", api.frontend_settings), Route("/health", api.health),
               Route("/api/translate", api.translate, methods=["POST"]), Route("/api/info", api.info)]

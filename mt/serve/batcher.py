@@ -6,7 +6,9 @@ that arrive: until none has come for `wait_ms`, `max_tokens` source tokens are g
 waited 10 × `wait_ms`. It translates all the gathered lines with one `Translator.translate_ids` call, which sorts
 them by length into token-budget batches; each line was encoded once, when its job was submitted. Jobs with other
 decode settings are translated in their own call. A job that was cancelled before the worker reached it (its
-client left, or it waited too long) is skipped, never decoded.
+client left, or it waited too long) is skipped, never decoded. Other work that reads the model (placing a text's
+marks reads each translation again) is queued as a Call and run on the worker's thread in its turn, so that one
+thread, and one request's work at a time, uses the model.
 
 Batching never changes an output: each sentence keeps its own length limit, and padding is masked.
 """
@@ -18,10 +20,13 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from mt.config import DecodeConfig
+from mt.core.errors import MtError
 from mt.decode.translator import Attention, Translation, Translator
 
 log = logging.getLogger(__name__)
@@ -44,19 +49,34 @@ class Job:
         return sum(len(ids) for ids in self.src_ids)
 
 
+@dataclass
+class Call:
+    """Other work that reads the model, run on the worker's thread in its turn."""
+
+    function: Callable[[], Any]
+    result: Future = field(default_factory=Future)  # → what the function returns
+
+
 class BatchingWorker:
     """Owns the translator: every decoding goes through its one thread, in the order jobs arrive."""
 
     def __init__(self, translator: Translator, wait_ms: float = 5.0, max_tokens: int = 4000, queue_size: int = 256):
         self.translator, self.wait, self.max_tokens = translator, wait_ms / 1000, max_tokens
-        self.jobs: queue.Queue[Job | None] = queue.Queue(maxsize=queue_size)
+        self.jobs: queue.Queue[Job | Call | None] = queue.Queue(maxsize=queue_size)
         self.last_round = 1  # jobs translated together last time
         self.thread = threading.Thread(target=self._run, name="mt-batching-worker", daemon=True)
         self.thread.start()
 
     def submit(self, lines: list[str], decode: DecodeConfig, attention: bool = False) -> Future:
         """Queue the lines; the future gives their n-best translations. Raises Busy when the queue is full."""
-        job = Job(lines, self.translator.encode(lines), decode, attention)
+        return self._queue(Job(lines, self.translator.encode(lines), decode, attention))
+
+    def call(self, function: Callable[[], Any]) -> Future:
+        """Queue a function that reads the model; the future gives what it returns. Raises Busy when the queue is
+        full."""
+        return self._queue(Call(function))
+
+    def _queue(self, job: Job | Call) -> Future:
         try:
             self.jobs.put_nowait(job)
         except queue.Full:
@@ -70,13 +90,16 @@ class BatchingWorker:
 
     def _run(self) -> None:
         while (job := self.jobs.get()) is not None:
-            jobs = self._gather(job)
-            self._translate([j for j in jobs if j is not None and j.result.set_running_or_notify_cancel()])
-            if None in jobs:
+            jobs = self._gather(job) if isinstance(job, Job) else [job]
+            self._translate([j for j in jobs if isinstance(j, Job) and j.result.set_running_or_notify_cancel()])
+            if isinstance(jobs[-1], Call):
+                self._call(jobs[-1])
+            elif jobs[-1] is None:
                 return
 
-    def _gather(self, first: Job) -> list[Job | None]:
-        """The first job and those that come with it, up to the token budget (None: stop after them).
+    def _gather(self, first: Job) -> list[Job | Call | None]:
+        """The first job and those that come with it, up to the token budget or a Call (run after them; None: stop
+        after them).
 
         The jobs already waiting are all taken. Then it waits for more only while fewer have come than the last
         round had: those clients, answered one by one, are likely to send again, and waiting for them (until
@@ -94,10 +117,10 @@ class BatchingWorker:
                 except (queue.Empty, ValueError):  # ValueError: the deadline has passed (a negative timeout)
                     break
             jobs.append(job)
-            if job is None:
+            if not isinstance(job, Job):
                 break
             tokens += job.tokens
-        self.last_round = len(jobs)
+        self.last_round = sum(isinstance(job, Job) for job in jobs)
         return jobs
 
     def _translate(self, jobs: list[Job]) -> None:
@@ -120,6 +143,17 @@ class BatchingWorker:
                 for job in group:
                     if not job.result.done():
                         job.result.set_exception(e)
+
+    @staticmethod
+    def _call(call: Call) -> None:
+        if not call.result.set_running_or_notify_cancel():
+            return
+        try:
+            call.result.set_result(call.function())
+        except Exception as e:  # noqa: BLE001 - its request gets the error; the worker carries on
+            if not isinstance(e, MtError):  # a refusal, which its request answers, is no fault
+                log.exception("a call on the worker failed")
+            call.result.set_exception(e)
 
     def _attention(self, job: Job, found: list[list[Translation]]) -> list[list[Attention | None]]:
         """The cross-attention of each translation of each line (None for an empty line)."""

@@ -1,0 +1,112 @@
+"""Marks placed on a translation by the model's cross-attention: a mark on some source words goes to the target
+words that attended most to them.
+
+The translation is the plain text's (marks never change what the model reads while it translates). To align it,
+the source is cut into pieces again with a cut at each mark's edges, so that a mark on 汤姆 in 汤姆说 (one piece)
+has pieces of its own, and the translation is read once more, teacher forced. Each target piece is aligned to the
+source piece it attends to most (the weights averaged over the heads of `LAYERS`); a mark's target span runs from
+the first to the last target piece aligned into its source pieces, widened to whole words. A mark on the whole
+sentence stays on the whole translation. (LibreTranslate instead translates the pieces between tags one by one,
+which loses word order across them.)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mt.data.tokenizer import EOS
+from mt.decode.translator import Translator
+from mt.text.marks import Sentence, Span
+
+# The decoder layers whose cross-attention aligns words best (averaged): the last (scripts/bench_real_text.py).
+LAYERS = slice(-1, None)
+
+
+def place(sentence: Sentence, translation: str, translator: Translator) -> list[Span]:
+    """The sentence's spans placed on its translation."""
+    whole = [s for s in sentence.spans if s.start <= 0 and s.end >= len(sentence.text) and s.start < s.end]
+    if len(whole) == len(sentence.spans) or not translation.strip():
+        return [Span(0, len(translation) if s in whole else 0, s.mark, s.parent) for s in sentence.spans]
+    tokenizer = translator.tokenizer
+    source_ids, source = _cut_pieces(translator, sentence)
+    attention = translator.attention(sentence.text, translation, source_ids + [EOS])
+    target = _offsets(tokenizer.tgt, tokenizer.normalize_tgt([translation])[0], translation)
+    weights = attention.weights[LAYERS]
+    scores = weights.float().mean(dim=(0, 1))[:len(target), :len(source)]  # [T, S], EOS left out
+    aligned = scores.argmax(dim=1).tolist()  # each target piece's source piece
+    return [_span(s, source, target, aligned, scores, translation) for s in sentence.spans]
+
+
+def _cut_pieces(translator: Translator, sentence: Sentence) -> tuple[list[int], list[tuple[int, int]]]:
+    """The sentence's source pieces with a cut at every mark's edge, and where each piece is in the sentence."""
+    text, tokenizer = sentence.text, translator.tokenizer
+    cuts = sorted({x for s in sentence.spans for x in (s.start, s.end) if 0 < x < len(text)})
+    ids, offsets = [], []
+    for a, b in zip([0] + cuts, cuts + [len(text)]):
+        part = text[a:b]
+        pieces = tokenizer.src.encode(tokenizer.normalize_src([part])[0], return_type="proto").pieces
+        for piece, (x, y) in zip(pieces, _surface_offsets(pieces, part)):
+            if a and not text[a - 1].isspace() and piece.piece.startswith("▁"):  # no word starts at this cut
+                bare = tokenizer.src.piece_to_id(piece.piece[1:]) if len(piece.piece) > 1 else None
+                if bare is None:
+                    continue  # "▁" alone: SentencePiece's space before the part, which the text lacks here
+                if bare != tokenizer.src.unk_id():
+                    ids.append(bare)
+                    offsets.append((a + x, a + y))
+                    continue
+            ids.append(piece.id)
+            offsets.append((a + x, a + y))
+    return ids, offsets
+
+
+def _span(span: Span, source: list[tuple[int, int]], target: list[tuple[int, int]], aligned: list[int],
+          scores: torch.Tensor, translation: str) -> Span:
+    """One mark's place in the translation."""
+    if span.start <= 0 and span.end >= source[-1][1] and span.start < span.end:
+        return Span(0, len(translation), span.mark, span.parent)
+    if span.start >= span.end:  # a point: before the first target piece aligned at or after it
+        after = {i for i, (a, _) in enumerate(source) if a >= span.start}
+        rows = [t for t, s in enumerate(aligned) if s in after]
+        at = target[min(rows)][0] if rows else len(translation)
+        return Span(at, at, span.mark, span.parent)
+    covered = [i for i, (a, b) in enumerate(source) if a < span.end and b > span.start]
+    rows = [t for t, s in enumerate(aligned) if s in covered]
+    if not rows:  # no target piece attends most to them: the ones that attend most to them among all
+        rows = sorted({int(scores[:, s].argmax()) for s in covered})
+    start, end = _words(translation, target[min(rows)][0], target[max(rows)][1])
+    return Span(start, end, span.mark, span.parent)
+
+
+def _words(text: str, start: int, end: int) -> tuple[int, int]:
+    """[start, end) widened to whole words (letters, digits and apostrophes run on: "It's"), without whitespace at
+    its ends."""
+    def word(c: str) -> bool:
+        return c.isalnum() or c in "'’"
+
+    while start > 0 and word(text[start - 1]) and word(text[start]):
+        start -= 1
+    while end < len(text) and word(text[end - 1]) and word(text[end]):
+        end += 1
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _offsets(processor, normalized: str, text: str) -> list[tuple[int, int]]:
+    """[start, end) in `text` of each of its pieces, from SentencePiece's own (`normalized`: the text after script
+    conversion)."""
+    return _surface_offsets(processor.encode(normalized, return_type="proto").pieces, text)
+
+
+def _surface_offsets(pieces, text: str) -> list[tuple[int, int]]:
+    """Each piece's [start, end) in `text`: its surface's characters, counted on; scaled where a script conversion
+    changed the text's length."""
+    offsets, position = [], 0
+    for p in pieces:
+        offsets.append((position, position + len(p.surface)))
+        position += len(p.surface)
+    if position != len(text) and position:
+        offsets = [(a * len(text) // position, b * len(text) // position) for a, b in offsets]
+    return offsets

@@ -1,0 +1,46 @@
+"""Real text through a Translator: texts (paragraphs, documents' marked texts) split into sentences, the sentences of
+all texts translated as one batch, each text rejoined in its shape with its marks placed on the translation.
+
+In two steps, `split_for` and `finish`, so that `mt serve` can decode the sentences through its batching worker
+between them; `translate_marked` and `translate_texts` do both for the command line.
+"""
+
+from __future__ import annotations
+
+from mt.config import DecodeConfig
+from mt.decode.translator import Translation, Translator
+from mt.text.align import place
+from mt.text.marks import Marked, Split, split_marked
+
+
+def split_for(translator: Translator, texts: list[Marked], split: bool = True) -> Split:
+    """The texts' sentences in the model's source language, each short enough for its position table."""
+    limit = translator.config.model.max_positions
+
+    def fits(sentence: str) -> bool:
+        return len(translator.tokenizer.encode_src([sentence])[0]) <= limit
+
+    data = translator.config.data
+    return split_marked(texts, data.src_lang, data.tgt_lang, fits, split)
+
+
+def finish(translator: Translator, split: Split, found: list[list[Translation]]) -> list[Marked]:
+    """The texts' translations from their sentences' best translations, marks placed (which reads the model again
+    for each sentence that has marks: mt's own engine)."""
+    translated = [Marked(nbest[0].text, place(sentence, nbest[0].text, translator) if sentence.spans else [])
+                  for sentence, nbest in zip(split.sentences, found)]
+    return split.join(translated)
+
+
+def translate_marked(translator: Translator, texts: list[Marked], decode: DecodeConfig | None = None,
+                     split: bool = True) -> list[Marked]:
+    """Texts with marks → their translations with the marks placed (mt/text/align.py)."""
+    parts = split_for(translator, texts, split)
+    found = translator.translate([s.text for s in parts.sentences], decode)
+    return finish(translator, parts, found)
+
+
+def translate_texts(translator: Translator, texts: list[str], decode: DecodeConfig | None = None,
+                    split: bool = True) -> list[str]:
+    """Plain texts → their translations, in their shape."""
+    return [t.text for t in translate_marked(translator, [Marked(text) for text in texts], decode, split)]
