@@ -218,8 +218,7 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
 
     lines, chunk = _input_lines(text, input)  # first: a missing input file is reported before the model loads
     translator = load_translator(checkpoint, device, engine, weights, compute_type)
-    split = decode.pop("split_sentences", translator.decode.split_sentences)
-    decode = translator.decode.replace(DECODE_FLAGS, **decode)
+    split, decode = _split_and_decode(translator, decode)
 
     def translate_chunk(lines: list[str], first: int) -> list[list[Translation]]:
         if decode.nbest == 1:
@@ -243,6 +242,13 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
         log.info(f"attention map → {attention}")
 
 
+def _split_and_decode(translator, given: dict) -> tuple[bool, DecodeConfig]:
+    """Whether to split sentences, and the decode settings: the checkpoint's, with the options given."""
+    given = dict(given)
+    split = given.pop("split_sentences", translator.decode.split_sentences)
+    return split, translator.decode.replace(DECODE_FLAGS, **given)
+
+
 def _translate_document(text, input, output, format, checkpoint, weights, device, engine, compute_type, decode):
     """An HTML text, or a document file, translated whole and written in its own format."""
     from mt.core.lines import read_bytes
@@ -256,8 +262,7 @@ def _translate_document(text, input, output, format, checkpoint, weights, device
         data, name = ("\n".join(text) if text else sys.stdin.read()).encode("utf-8"), "stdin.html"
     found = read_document(name, data)  # first: a bad file is reported before the model loads
     translator = load_translator(checkpoint, device, engine, weights, compute_type)
-    split = decode.pop("split_sentences", translator.decode.split_sentences)
-    decode = translator.decode.replace(DECODE_FLAGS, **decode)
+    split, decode = _split_and_decode(translator, decode)
     result = found.render(translate_marked(translator, found.texts, decode, split))
     if output is not None:
         atomic_write_bytes(output, result, DOCX if output.suffix.lower() == ".docx" else TEXT)

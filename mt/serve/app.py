@@ -519,10 +519,14 @@ class Api:
 def _alternatives(done: Done, best: list[str], count: int) -> list[list[str]]:
     """Each text's up to `count` other translations: its sentences' i-th translations rejoined, for i = 1 … count
     (a sentence with fewer gives its last), those that differ from the best and from each other."""
-    others = [done.split.join([Marked(nbest[min(i, len(nbest) - 1)].text) for nbest in done.found])
-              for i in range(1, count + 1)]
+    others = [done.split.join([Marked(t.text) for t in _ranked(done.found, i)]) for i in range(1, count + 1)]
     return [list(dict.fromkeys(other[k].text for other in others if other[k].text != text))
             for k, text in enumerate(best)]
+
+
+def _ranked(found: list[list[Translation]], i: int) -> list[Translation]:
+    """Each sentence's i-th translation (its last, where it has fewer)."""
+    return [nbest[min(i, len(nbest) - 1)] for nbest in found]
 
 
 def _lines_json(lines: list[str], done: Done) -> list[dict]:
@@ -545,7 +549,7 @@ def _line_nbest(layout: Layout, found: list[list[Translation]], maps: list[list[
         return [{**t, "text": layout.join([t["text"]])} for t in _nbest_json(found[0], maps[0])]
     nbest = []
     for i in range(max((len(n) for n in found), default=1)):
-        picked = [n[min(i, len(n) - 1)] for n in found]
+        picked = _ranked(found, i)
         nbest.append({"text": layout.join([t.text for t in picked]),
                       "score": round(fmean(t.score for t in picked), 4) if picked else 0.0})
     return nbest

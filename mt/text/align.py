@@ -24,9 +24,9 @@ LAYERS = slice(-1, None)
 
 def place(sentence: Sentence, translation: str, translator: Translator) -> list[Span]:
     """The sentence's spans placed on its translation."""
-    whole = [s for s in sentence.spans if s.start <= 0 and s.end >= len(sentence.text) and s.start < s.end]
+    whole = {s.mark for s in sentence.spans if s.start <= 0 and s.end >= len(sentence.text) and s.start < s.end}
     if len(whole) == len(sentence.spans) or not translation.strip():
-        return [Span(0, len(translation) if s in whole else 0, s.mark, s.parent) for s in sentence.spans]
+        return [Span(0, len(translation) if s.mark in whole else 0, s.mark, s.parent) for s in sentence.spans]
     tokenizer = translator.tokenizer
     source_ids, source = _cut_pieces(translator, sentence)
     attention = translator.attention(sentence.text, translation, source_ids + [EOS])
@@ -34,7 +34,8 @@ def place(sentence: Sentence, translation: str, translator: Translator) -> list[
     weights = attention.weights[LAYERS]
     scores = weights.float().mean(dim=(0, 1))[:len(target), :len(source)]  # [T, S], EOS left out
     aligned = scores.argmax(dim=1).tolist()  # each target piece's source piece
-    return [_span(s, source, target, aligned, scores, translation) for s in sentence.spans]
+    return [Span(0, len(translation), s.mark, s.parent) if s.mark in whole
+            else _span(s, source, target, aligned, scores, translation) for s in sentence.spans]
 
 
 def _cut_pieces(translator: Translator, sentence: Sentence) -> tuple[list[int], list[tuple[int, int]]]:
@@ -61,9 +62,7 @@ def _cut_pieces(translator: Translator, sentence: Sentence) -> tuple[list[int], 
 
 def _span(span: Span, source: list[tuple[int, int]], target: list[tuple[int, int]], aligned: list[int],
           scores: torch.Tensor, translation: str) -> Span:
-    """One mark's place in the translation."""
-    if span.start <= 0 and span.end >= source[-1][1] and span.start < span.end:
-        return Span(0, len(translation), span.mark, span.parent)
+    """The place in the translation of a mark on part of the sentence."""
     if span.start >= span.end:  # a point: before the first target piece aligned at or after it
         after = {i for i, (a, _) in enumerate(source) if a >= span.start}
         rows = [t for t, s in enumerate(aligned) if s in after]
