@@ -156,9 +156,22 @@ def train(config: ConfigOption, set_: SetOption = None, device: DeviceOption = N
 @app.command()
 def prepare(config: ConfigOption, set_: SetOption = None, run_dir: RunDirOption = None):
     """Prepare a run's data without training: tokenizer (if missing) and the cached token ids."""
-    from mt.data.prepare import prepare as prepare_run
+    from mt.train.prepare import prepare as prepare_run
 
     prepare_run(_load(config, set_, run_dir=run_dir))
+
+
+@app.command()
+def clean(config: ConfigOption, set_: SetOption = None, run_dir: RunDirOption = None,
+          sample: Annotated[int, typer.Option("--sample", min=0, help="Clean a random sample of this many pairs of "
+                                              "each training corpus (0: all of them).")] = 0,
+          output: Annotated[Optional[Path], typer.Option(
+              "--output", "-o", help="Where report.md and removed.tsv go (default: RUN/clean).")] = None):
+    """Run the contamination guard and data.filters over the training corpora without training: report.md says
+    what each step removed, with examples; removed.tsv lists every removed pair with its reason."""
+    from mt.clean.report import clean as clean_corpora
+
+    clean_corpora(_load(config, set_, run_dir=run_dir), sample, output)
 
 
 @app.command()
@@ -293,7 +306,7 @@ def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")])
     import torch
     import yaml
 
-    from mt.exchange.checkpoint import load_model
+    from mt.exchange.checkpoint import cleaning_line, load_model
 
     model, tok, _, state = load_model(checkpoint, torch.device("cpu"))
     dev = state.get("dev") or {}
@@ -309,6 +322,7 @@ def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")])
         started = started.get("from")
     print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
     print(f"vocabulary: {vocab} (hash {state['tokenizer']['vocab_hash']})")
+    print(cleaning_line(state.get("cleaning")))
     if "dev_bleu" in dev:
         print(f"dev: BLEU {dev['dev_bleu']:.2f}, chrF {dev['dev_chrf']:.2f}, loss {dev['dev_loss']:.3f}, "
               f"perplexity {dev['dev_ppl']:.1f} (greedy search)")
@@ -382,6 +396,39 @@ def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
 
         translate = lambda lines: translate_texts(translator, lines, decode)  # noqa: E731
     print("\n".join(evaluate_test_set(translator, sources, references, decode, output, translate).lines()))
+
+
+@app.command()
+def score(src: Annotated[Path, typer.Option("--src", help="Source lines.")],
+          tgt: Annotated[Path, typer.Option("--tgt", help="Their translations, one per source line.")],
+          checkpoint: EnsembleOption = None, weights: WeightsOption = None, engine: EngineOption = "mt",
+          compute_type: ComputeTypeOption = "auto", device: DeviceOption = "auto",
+          output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the scores here.")] = None):
+    """Score given translations (forced decoding): for each pair of lines, the model's log-probability of the
+    translation, end of sentence included, and its mean per token, as `LOG_PROB<TAB>MEAN`."""
+    import math
+    import time
+
+    from mt.core.lines import read_lines
+    from mt.decode.translator import load_translator
+
+    _check_outputs((output, TEXT))
+    sources, targets = read_lines(src), read_lines(tgt)  # first: bad input is reported before the model loads
+    if len(sources) != len(targets):
+        raise MtError(f"--src {src} has {len(sources):,} lines but --tgt {tgt} has {len(targets):,}: "
+                      "give one translation per source line")
+    translator = load_translator(checkpoint, device, engine, weights, compute_type)
+    start = time.perf_counter()
+    scores = translator.score(sources, targets)
+    seconds = time.perf_counter() - start
+    with _line_writer(output) as write:
+        for pair in scores:
+            write(f"{pair.log_prob:.4f}\t{pair.mean:.4f}")
+    tokens = sum(pair.tokens for pair in scores)
+    if tokens:  # an empty file has none
+        mean = sum(pair.log_prob for pair in scores) / tokens
+        log.info(f"scored {len(scores):,} pairs, {tokens:,} tokens: {mean:.4f} log-prob per token (perplexity "
+                 f"{math.exp(-mean):.2f}), {len(scores) / seconds:.1f} sentences/s")
 
 
 @app.command()

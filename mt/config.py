@@ -13,14 +13,15 @@ import copy
 import dataclasses
 import logging
 import re
+import types
 import typing
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, Union
 
 import yaml
-from pydantic import BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
+from pydantic import BeforeValidator, ConfigDict, Field, Strict, TypeAdapter, ValidationError
 
 from mt.core.atomic import atomic_write_bytes
 from mt.core.errors import MtError
@@ -37,6 +38,9 @@ Engine = Literal["mt", "ctranslate2"]  # what translates: mt's own search, or a 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]  # auto: bf16 where the GPU or CPU has it natively, else fp32
 Keep = Literal["optimizer", "schedule", "position"]  # what a run started from another's weights also takes over
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]  # torch.compile's
+Contamination = Literal["remove", "keep"]  # training pairs that hold a dev or test sentence
+WritingSystem = Literal["", "Latin", "Han", "Cyrillic", "Greek", "Arabic", "Hebrew", "Hangul", "Japanese",
+                        "Devanagari", "Thai"]  # the script filter's; "": the one of the side's language
 
 
 def _number_text(value: Any) -> Any:
@@ -122,6 +126,164 @@ class TokenizerConfig:
                                 "off). Validation and translation always use the best segmentation.")
 
 
+# ---------------------------------------------------------------- corpus filters (data.filters)
+# Each filter is a section of its own, named by its `filter` key; mt/clean/filters.py holds the function of each.
+
+@dataclass
+class LengthFilter:
+    """length: a pair with a side of fewer or more characters than these. (Length in pieces is bounded by
+    data.max_len, after tokenising.)"""
+
+    __pydantic_config__ = SECTION
+
+    filter: Literal["length"] = key("length", "The filter.")
+    min_chars: Int = key(1, "Fewest characters on a side (spaces at its ends not counted).")
+    max_chars: Int = key(1000, "Most characters on a side.")
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        return [(0 <= self.min_chars <= self.max_chars, "max_chars", "must be at least min_chars (0 or more)")]
+
+
+@dataclass
+class RatioFilter:
+    """ratio: a pair whose length ratio (target characters / source characters) is more than max_factor times the
+    corpus's median ratio, or less than its 1/max_factor. The median makes one bound fit every language pair
+    (zh→en: about 3 English characters per Chinese one)."""
+
+    __pydantic_config__ = SECTION
+
+    filter: Literal["ratio"] = key("ratio", "The filter.")
+    max_factor: Float = key(3.0, "How far a pair's ratio may be from the median, as a factor either way.")
+    min_chars: Int = key(12, "Pairs whose longer side has fewer characters are kept: short pairs vary most.")
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        return [(self.max_factor > 1, "max_factor", "must be more than 1"),
+                (self.min_chars >= 0, "min_chars", "must be 0 or more")]
+
+
+@dataclass
+class CopyFilter:
+    """copy: a target that is its source copied, or nearly (a normalised similarity of max_similarity or more:
+    case, width, punctuation and spaces ignored)."""
+
+    __pydantic_config__ = SECTION
+
+    filter: Literal["copy"] = key("copy", "The filter.")
+    max_similarity: Float = key(0.8, "difflib's similarity ratio of the two normalised sides, from 0 to 1.")
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        return [(0 < self.max_similarity <= 1, "max_similarity", "must be in (0, 1]")]
+
+
+@dataclass
+class ScriptFilter:
+    """script: a side with less than min_share of its letters in its language's writing system (Han for Chinese,
+    Latin for English): the wrong language, swapped sides, or markup."""
+
+    __pydantic_config__ = SECTION
+
+    filter: Literal["script"] = key("script", "The filter.")
+    min_share: Float = key(0.5, "The smallest share of a side's letters in its writing system.")
+    src_script: WritingSystem = key("", "The source's writing system (empty: data.src_lang's).")
+    tgt_script: WritingSystem = key("", "The target's writing system (empty: data.tgt_lang's).")
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        return [(0 < self.min_share <= 1, "min_share", "must be in (0, 1]")]
+
+
+@dataclass
+class NumbersFilter:
+    """numbers: a number of min_digits or more digits on one side only (smaller ones are often spelt out)."""
+
+    __pydantic_config__ = SECTION
+
+    filter: Literal["numbers"] = key("numbers", "The filter.")
+    min_digits: Int = key(2, "The fewest digits of a number that must appear on both sides.")
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        return [(self.min_digits >= 1, "min_digits", "must be at least 1")]
+
+
+@dataclass
+class UrlsFilter:
+    """urls: a URL or e-mail address on one side only, or different ones on the two sides."""
+
+    __pydantic_config__ = SECTION
+
+    filter: Literal["urls"] = key("urls", "The filter.")
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        return []
+
+
+@dataclass
+class DuplicatesFilter:
+    """duplicates: a pair seen before in the corpus (spaces at the ends and doubled inside ignored)."""
+
+    __pydantic_config__ = SECTION
+
+    filter: Literal["duplicates"] = key("duplicates", "The filter.")
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        return []
+
+
+@dataclass
+class DuplicateSourcesFilter:
+    """duplicate_sources: a source seen `keep` times before with other targets. Not among the defaults: a
+    hand-made corpus such as Tatoeba gives a fifth of its sentences several translations, all good."""
+
+    __pydantic_config__ = SECTION
+
+    filter: Literal["duplicate_sources"] = key("duplicate_sources", "The filter.")
+    keep: Int = key(1, "Pairs kept per source, the first ones in the corpus.")
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        return [(self.keep >= 1, "keep", "must be at least 1")]
+
+
+@dataclass
+class LangidFilter:
+    """langid: a side that py3langid (its model ships inside the package: `pip install 'mt[langid]'`) identifies as
+    another language than the side's. Not among the defaults: it removes good short sentences."""
+
+    __pydantic_config__ = SECTION
+
+    filter: Literal["langid"] = key("langid", "The filter.")
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        return []
+
+
+@dataclass
+class CrossEntropyFilter:
+    """cross_entropy: dual conditional cross-entropy (Junczys-Dowmunt, 2018): with H(y|x) the forward model's and
+    H(x|y) the reverse model's cross-entropy per token, a pair scores |H(y|x) − H(x|y)| + (H(y|x) + H(x|y)) / 2
+    (H(y|x) alone without a reverse model); the pairs scoring lowest are kept."""
+
+    __pydantic_config__ = SECTION
+
+    filter: Literal["cross_entropy"] = key("cross_entropy", "The filter.")
+    forward: str = key("", "A checkpoint translating source → target.")
+    reverse: str = key("", "A checkpoint translating target → source (optional).")
+    threshold: Float = key(0.0, "Keep pairs scoring at most this (nats per token); 0: use keep_fraction.")
+    keep_fraction: Float = key(0.0, "Keep this share of the pairs, the best scoring (with threshold 0).")
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        return [(bool(self.forward), "forward", "a checkpoint is needed"),
+                ((self.threshold > 0) != (0 < self.keep_fraction <= 1), "threshold",
+                 "give either a positive threshold or a keep_fraction in (0, 1]")]
+
+
+CorpusFilter = Annotated[Union[LengthFilter, RatioFilter, CopyFilter, ScriptFilter, NumbersFilter, UrlsFilter,
+                               DuplicatesFilter, DuplicateSourcesFilter, LangidFilter, CrossEntropyFilter],
+                         Field(discriminator="filter")]
+FILTER_UNION = typing.get_args(CorpusFilter)[0]
+FILTERS = typing.get_args(FILTER_UNION)  # the filter sections, in the order above
+DEFAULT_FILTERS = [LengthFilter(), CopyFilter(), ScriptFilter(), NumbersFilter(), UrlsFilter(), RatioFilter(),
+                   DuplicatesFilter()]
+
+
 @dataclass
 class CorpusConfig:
     """Where one split's sentence pairs come from: local files, or a Hugging Face hub dataset."""
@@ -139,6 +301,8 @@ class CorpusConfig:
     max_pairs: Int = key(0, "Training corpora only: a random sample of this many pairs, the same on every run with "
                          "the same seed (0: all).")
     repeat: Int = key(1, "Training corpora only: each pair this many times per epoch, to weigh a small corpus up.")
+    filters: list[CorpusFilter] | None = key(None, "Training corpora only: this corpus's filters instead of "
+                                             "data.filters (null: data.filters; []: none).")
 
     @property
     def is_set(self) -> bool:
@@ -158,6 +322,11 @@ class DataConfig:
     dev: Section[CorpusConfig] = key(CorpusConfig(split="validation"), "The dev corpus: validation's loss and scores.")
     test: Section[CorpusConfig] = key(CorpusConfig(split="test"), "The test corpus of `mt evaluate`.")
     max_len: Int = key(128, "Training pairs with more tokens on either side are dropped (and counted).")
+    filters: list[CorpusFilter] = key(DEFAULT_FILTERS, "The filters every training corpus goes through, in order, "
+                                      "before its tokenizer is trained (see \"Corpus filters\" below; []: none).")
+    contamination: Contamination = key("remove", "Training pairs whose source or target is a dev or test "
+                                       "sentence (case, width, punctuation, spaces and Chinese script ignored): "
+                                       "remove them, or keep them (with a warning: test scores then overstate).")
     chinese_script: Script = key("simplified", "A Chinese side is converted to this script (OpenCC) before "
                                  "tokenising, in training and translation alike; keep: as it is.")
     dev_max_sentences: Int = key(0, "Validate on the first N dev pairs (0: all).")
@@ -396,11 +565,11 @@ def _build(raw: Any, source: str, strict: bool = True) -> Config:
         raise MtError(f"{source}: {_message(next(x for x in errors if strict or x['type'] not in UNKNOWN))}")
     raw = copy.deepcopy(raw)
     for error in unknown:
-        *parents, name = error["loc"]
+        *parents, name = _key_loc(error["loc"])
         section = raw
         for part in parents:
             section = section[part]
-        log.warning(f"{source}: ignoring config key {_dotted(error['loc'])}, unknown to this version of mt")
+        log.warning(f"{source}: ignoring config key {_dotted(_key_loc(error['loc']))}, unknown to this version of mt")
         del section[name]
     return _build(raw, source, strict)
 
@@ -413,32 +582,54 @@ def _dotted(loc: tuple) -> str:
 def _message(error: dict) -> str:
     """One pydantic error → a line that names the config key."""
     loc, kind, value = error["loc"], error["type"], error.get("input")
-    name = _dotted(loc) or "the top level"
+    name = _dotted(_key_loc(loc)) or "the top level"
     if kind in UNKNOWN:
         section = _section_at(loc[:-1])
-        where = _dotted(loc[:-1]) or "the top level"
+        where = _dotted(_key_loc(loc[:-1])) or "the top level"
         return f"unknown config key {name} (known in {where}: {', '.join(f.name for f in dataclasses.fields(section))})"
     if kind == "literal_error":
         allowed = re.findall(r"'([^']*)'", error["msg"])
         return f"config key {name}: must be one of {', '.join(allowed)}, got {value!r}"
-    if kind in ("dataclass_type", "dict_type", "model_type"):
+    if kind in ("dataclass_type", "dict_type", "model_type", "model_attributes_type"):
         return f"config key {name} must be a mapping"
     if kind == "list_type":
         return f"config key {name} must be a list"
+    if kind in ("union_tag_not_found", "union_tag_invalid"):
+        return f"config key {name}.filter: must be one of {', '.join(f.filter for f in FILTERS)}" + (
+            f", got {value.get('filter')!r}" if kind == "union_tag_invalid" else " (each filter names its kind)")
     expected = {"int": "int", "float": "float", "bool": "bool", "string": "str"}.get(kind.split("_")[0])
     if expected:
         return f"config key {name} must be {expected}, got {value!r}"
     return f"config key {name}: {error['msg']}"
 
 
-def _section_at(loc: tuple) -> type:
-    """The dataclass of the section at a location: () → Config, ("data", "extra_train", 0) → CorpusConfig."""
-    section = Config
+def _section_at(loc: tuple) -> Any:
+    """The section at a location of pydantic's: () → Config, ("data", "extra_train", 0) → CorpusConfig,
+    ("data", "filters", 0, "ratio") → RatioFilter (pydantic puts the filter's name after its index), and
+    ("data", "filters", 0) → the union of the filters."""
+    section: Any = Config
     for part in loc:
-        if isinstance(part, str):
-            kind = typing.get_type_hints(section)[part]
-            section = typing.get_args(kind)[0] if typing.get_origin(kind) is list else kind
+        if section is FILTER_UNION and isinstance(part, str):
+            section = next(f for f in FILTERS if f.filter == part)
+        elif isinstance(part, str):
+            section = _inner(typing.get_type_hints(section)[part])
     return section
+
+
+def _inner(kind: Any) -> Any:
+    """A key's type → what its value or each of its items is: lists and Optional unwrapped."""
+    args = typing.get_args(kind)
+    if typing.get_origin(kind) is list:
+        return _inner(args[0])
+    if typing.get_origin(kind) in (Union, types.UnionType) and type(None) in args:
+        return _inner(next(arg for arg in args if arg is not type(None)))
+    return kind
+
+
+def _key_loc(loc: tuple) -> tuple:
+    """A location of pydantic's as a config key's: without the filter's name after its index."""
+    return tuple(part for i, part in enumerate(loc)
+                 if not (isinstance(part, str) and _section_at(loc[:i]) is FILTER_UNION))
 
 
 def validate(config: Config) -> None:
@@ -493,3 +684,16 @@ def validate(config: Config) -> None:
             raise MtError(f"config key data.{name}: only training corpora are sampled (max_pairs) or repeated")
         if name.startswith("extra") and not corpus.is_set:
             raise MtError(f"config key data.{name}: no corpus given (set path or hub)")
+        if name in ("dev", "test") and corpus.filters is not None:
+            raise MtError(f"config key data.{name}.filters: only training corpora are filtered")
+    for name, filters in [("data.filters", d.filters)] + [(f"data.{name}.filters", c.filters) for name, c
+                                                           in d.training_corpora().items() if c.filters]:
+        for i, f in enumerate(filters):
+            _check_filter(f, f"{name}[{i}]")
+
+
+def _check_filter(f: Any, where: str) -> None:
+    """A filter's range checks; errors name its key."""
+    for ok, name, why in f.checks():
+        if not ok:
+            raise MtError(f"config key {where}.{name}: {why}")

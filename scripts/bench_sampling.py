@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mt.config import load_config  # noqa: E402
 from mt.core.console import setup_logging  # noqa: E402
-from mt.data.prepare import prepare_data  # noqa: E402
+from mt.train.prepare import prepare_data  # noqa: E402
 
 
 def main() -> None:

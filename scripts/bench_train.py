@@ -40,7 +40,7 @@ from mt.core.device import resolve_device  # noqa: E402
 from mt.core.memory import use_huge_pages  # noqa: E402
 from mt.model.transformer import Transformer  # noqa: E402
 from mt.data.tokenizer import BOS, PAD  # noqa: E402
-from mt.data.prepare import prepare_data  # noqa: E402
+from mt.train.prepare import prepare_data  # noqa: E402
 from mt.train.trainer import Trainer  # noqa: E402
 from mt.train.updates import loader, step_batches  # noqa: E402
 

@@ -10,7 +10,7 @@ import sys
 import typing
 from pathlib import Path
 
-from mt.config import Config, CorpusConfig, ServeConfig, flag_of, help_of
+from mt.config import DEFAULT_FILTERS, FILTERS, Config, CorpusConfig, ServeConfig, flag_of, help_of
 
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "config.md"
 
@@ -19,6 +19,10 @@ def shown(value) -> str:
     """A default as YAML would write it."""
     if dataclasses.is_dataclass(value):
         return "a corpus (below)"
+    if value == DEFAULT_FILTERS:
+        return "the default filters (below)"
+    if value is None:
+        return "`null`"
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"
     if isinstance(value, str):
@@ -58,7 +62,16 @@ def render() -> str:
     lines += ["## A corpus", "", " ".join(CorpusConfig.__doc__.split()) + " `data.train`, `data.dev`, "
               "`data.test` and each item of `data.extra_train` take these keys.", ""]
     lines += table(CorpusConfig, lambda f: f"`{f.name}`")
-    lines += ["", "## `mt serve`'s limits and batching", "", " ".join(ServeConfig.__doc__.split()), ""]
+    lines += ["", "## Corpus filters", "", "`data.filters` (and a training corpus's own `filters`) is a list of "
+              "filters applied in order after the contamination guard, each a mapping that names its `filter` and "
+              "sets any of its keys, e.g. `- {filter: ratio, max_factor: 2.5}`. The default list is "
+              + ", ".join(f"`{f.filter}`" for f in DEFAULT_FILTERS) + " with their defaults. `mt clean` shows what "
+              "each removed (docs/cleaning.md).", ""]
+    for kind in FILTERS:
+        what = " ".join(kind.__doc__.split(": ", 1)[1].split())
+        lines += [f"### `{kind.filter}`", "", what[0].upper() + what[1:], ""]
+        lines += table(kind, lambda f: f"`{f.name}`")[:2] + table(kind, lambda f: f"`{f.name}`")[3:] + [""]
+    lines += ["## `mt serve`'s limits and batching", "", " ".join(ServeConfig.__doc__.split()), ""]
     lines += table(ServeConfig, lambda f: f"`{flag_of(f)}`")
     lines += ["", "The `decode` keys are also options of `mt translate`, `mt evaluate` and `mt serve` (`--beam`, "
               "`--alpha`, `--nbest`, `--max-len-a`, … as `mt translate --help` lists them), and fields of a request "

@@ -52,7 +52,8 @@ def workdir(corpus_dir, tmp_path_factory) -> Path:
     result = mt("train", "--config", "tiny.yaml", cwd=cwd)
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""  # training has no result to print: its reports are diagnostics, on stderr
-    assert "train: 300 pairs, kept 300" in result.stderr and "done: 12 steps" in result.stderr
+    assert "train: cleaning kept 297 of 300 pairs (removed: numbers 2, duplicates 1)" in result.stderr
+    assert "train: 297 pairs, kept 297" in result.stderr and "done: 12 steps" in result.stderr
     assert " to go, at " in result.stderr  # the time left, estimated at the first log line
     return cwd
 
@@ -179,8 +180,14 @@ def test_prepare_trains_the_tokenizer_and_fills_the_token_cache_that_training_re
 def test_prepare_mixes_extra_training_corpora(corpus_dir, tmp_path):
     (tmp_path / "tiny.yaml").write_text(tiny_yaml(corpus_dir, Path("runs/mix")), encoding="utf-8")
     mix = f"data.extra_train=[{{path: {corpus_dir / 'dev'}, repeat: 2}}]"
-    result = mt("prepare", "-c", "tiny.yaml", "--set", mix, "--set", "data.train.max_pairs=50", cwd=tmp_path)
+    guarded = mt("prepare", "-c", "tiny.yaml", "--set", mix, cwd=tmp_path)  # the dev set is no training corpus
+    assert guarded.returncode == 2 and "Traceback" not in guarded.stderr
+    assert guarded.stderr.splitlines()[-1].startswith(
+        "mt: error: extra_train[0]: cleaning removed every one of its 20 pairs (most by contamination): is it a dev")
+    result = mt("prepare", "-c", "tiny.yaml", "--set", mix, "--set", "data.train.max_pairs=50",
+                "--set", "data.contamination=keep", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    assert "extra_train[0]: 20 training pairs hold a dev or test sentence and are kept" in result.stderr
     assert "training mixture: 90 pairs per epoch (train 50×1, extra_train[0] 20×2)" in result.stderr
     cache = sorted((tmp_path / "runs" / "mix" / "cache").glob("*.arrow"))
     assert [p.name.split("-")[0] for p in cache] == ["dev", "train", "train1"]

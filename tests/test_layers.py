@@ -7,18 +7,19 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mt"
 
 PACKAGES = [  # bottom up: text → pieces → ids → batches → model → search → text, with the command line on top
-    "core", "config", "data", "model", "exchange", "decode", "text", "train", "serve", "plots", "cli", "__main__",
+    "core", "config", "data", "model", "exchange", "decode", "clean", "text", "train", "serve", "plots", "cli", "__main__",
 ]
 
 MODULES = {  # bottom up inside each package
     "core": [{"errors", "memory"}, {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_lock"},
              {"device"}],
-    "data": [{"tokenizer"}, {"corpora"}, {"batching"}, {"prepare"}],
+    "data": [{"tokenizer"}, {"corpora"}, {"batching"}],
     "model": [{"dropout"}, {"transformer"}],
     "exchange": [{"checkpoint"}, {"export"}, {"ctranslate2", "huggingface"}],
-    "decode": [{"cache", "packing"}, {"search"}, {"ctranslate2"}, {"translator"}, {"evaluate"}],
+    "decode": [{"cache", "packing"}, {"search"}, {"ctranslate2", "score"}, {"translator"}, {"evaluate"}],
+    "clean": [{"normalise"}, {"filters", "contamination"}, {"cleaning"}, {"report"}],
     "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"documents", "texts"}],
-    "train": [{"loss", "training_log"}, {"trainer", "progress", "updates"}, {"validation"}, {"loop"}],
+    "train": [{"prepare", "loss", "training_log"}, {"trainer", "progress", "updates"}, {"validation"}, {"loop"}],
     "serve": [{"batcher"}, {"app"}],
 }
 

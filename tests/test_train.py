@@ -15,7 +15,7 @@ from mt.data.batching import make_batch
 from mt.exchange.checkpoint import load_checkpoint, load_model, save_checkpoint
 from mt.config import Config, load_config
 from mt.core.errors import MtError
-from mt.data.prepare import prepare_data
+from mt.train.prepare import prepare_data
 from mt.decode.search import Searcher
 from mt.data.tokenizer import PAD, UNK
 from mt.train.loop import train

@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import datasets
@@ -113,16 +114,22 @@ def _select_fields(dataset: datasets.Dataset, corpus: CorpusConfig, data: DataCo
         datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")}))
 
 
-class TrainingMixture:
-    """The training corpora (data.train and data.extra_train), each sampled to its max_pairs, one after the
-    other in `pairs`; `rows` lists an epoch's rows, each corpus's `repeat` times."""
+Clean = Callable[[str, CorpusConfig, datasets.Dataset], datasets.Dataset]  # (name, corpus, pairs) → kept pairs
 
-    def __init__(self, data: DataConfig, seed: int):
+
+class TrainingMixture:
+    """The training corpora (data.train and data.extra_train), each sampled to its max_pairs and then cleaned by
+    `clean` (mt/clean), one after the other in `pairs`; `rows` lists an epoch's rows, each corpus's `repeat`
+    times."""
+
+    def __init__(self, data: DataConfig, seed: int, clean: Clean | None = None):
         corpora = data.training_corpora()
         self.names = list(corpora)
         self.repeats = [corpus.repeat for corpus in corpora.values()]
         self.parts = [sample_pairs(read_corpus(corpus, data, name), corpus.max_pairs, seed)
                       for name, corpus in corpora.items()]
+        if clean is not None:
+            self.parts = [clean(name, corpus, part) for (name, corpus), part in zip(corpora.items(), self.parts)]
         self.pairs = self.parts[0] if len(self.parts) == 1 else datasets.concatenate_datasets(self.parts)
         self.rows = self.epoch_rows([np.arange(len(part)) for part in self.parts])
 

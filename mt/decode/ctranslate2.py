@@ -1,5 +1,5 @@
 """Translating with a CTranslate2 export of mt (`mt export --ctranslate2`): the engine behind
-`--engine ctranslate2`, searching as mt's own Searcher does.
+`--engine ctranslate2`, searching and scoring as mt's own Searcher does.
 """
 
 from __future__ import annotations
@@ -70,6 +70,17 @@ class CTranslate2Engine:
             for row, hyps in zip(rows, self._search([src_ids[row] for row in rows], limit, decode)):
                 found[row] = hyps
         return found
+
+    def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
+        """The log-probability of each token of each target (pieces then EOS) given its source, teacher forced.
+        CTranslate2 takes a target's pieces alone: it puts its decoder's start token (BOS) before them, and scores
+        them and the EOS that it puts after them (not BOS), as mt does."""
+        src, tgt = self.tokenizer.src, self.tokenizer.tgt
+        results = self.translator.score_batch(
+            [[src.id_to_piece(t) for t in ids] for ids in src_ids],
+            [[tgt.id_to_piece(t) for t in ids[:-1]] for ids in tgt_ids],  # EOS left to CTranslate2
+            max_input_length=self.max_positions)
+        return [result.log_probs for result in results]
 
     def _search(self, src_ids: list[list[int]], limit: int, decode: DecodeConfig) -> list[list[Hypothesis]]:
         """One translate_batch call: every output of at most `limit` tokens."""

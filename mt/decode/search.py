@@ -60,6 +60,10 @@ class SearchEngine(Protocol):
         """The decode.nbest best outputs of each source (ids) of one batch, best first, each of at most its limit's
         tokens."""
 
+    def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
+        """Forced decoding (mt/decode/score.py): the log-probability of each token of each target (ids: pieces then
+        EOS, no BOS) given its source (ids, EOS last), one batch of pairs."""
+
 
 def search_sources(engine: SearchEngine, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
     """The decode.nbest best outputs of each source, best first, in input order. Sources are sorted by length into
@@ -112,6 +116,29 @@ class Searcher:
             if decode.beam_size == 1:
                 return [[h] for h in greedy_search(self.ensemble, src, max_len, **options)]
             return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
+
+    @torch.inference_mode()
+    def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
+        """The log-probability of each token of each target (pieces then EOS) given its source, teacher forced:
+        what search adds up for that output, the weighted mean of an ensemble's at every step (StepDecoder)."""
+        src = pad_ids(src_ids).to(self.device)                                                    # [B, S]
+        tgt_input = pad_ids([[BOS] + ids[:-1] for ids in tgt_ids]).to(self.device)               # [B, T]: BOS pieces
+        gold = pad_ids(tgt_ids).to(self.device)                                                   # [B, T]: pieces EOS
+        # log-linear: the weighted mean of the models' log-probabilities of the gold tokens, [N] (N: real tokens)
+        log_probs = sum(w * gold_log_probs(model, src, tgt_input, gold)
+                        for w, model in zip(self.ensemble.weights, self.models))
+        return [row.tolist() for row in log_probs.split([len(ids) for ids in tgt_ids])]
+
+
+def gold_log_probs(model: Transformer, src: Tensor, tgt_input: Tensor, gold: Tensor) -> Tensor:
+    """One model's log-probability of each gold token after the decoder input tgt_input [B, T] (teacher forcing),
+    in float32 as a search step computes it (ModelStep): [N], the tokens of gold [B, T] that are not PAD, row by
+    row. Only they go through the generator, the costliest product, which padding would only slow down."""
+    src_mask = make_pad_mask(src, PAD)                                                            # [B,1,1,S]
+    hidden, _ = model.decode(tgt_input, model.encode(src, src_mask), src_mask, make_tgt_mask(tgt_input, PAD))
+    real = gold != PAD                                                                            # [B, T]
+    log_probs = model.generator(hidden[real]).float().log_softmax(dim=-1)                         # [N, V]
+    return log_probs.gather(-1, gold[real][:, None]).squeeze(-1)                                  # [N]
 
 
 class StepDecoder:

@@ -1,6 +1,6 @@
 """Text in, text out: tokenise, sort by length into batches, search each batch with an engine (mt's own, or a
 CTranslate2 export) within each sentence's output limit, detokenise, in input order; streamed chunk by chunk for
-long inputs.
+long inputs. The same engines score given translations (mt/decode/score.py).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from mt.exchange.checkpoint import default_checkpoint, load_model, training_fact
 from mt.config import Config, DecodeConfig, Device, Engine
 from mt.core.device import resolve_device
 from mt.core.errors import MtError
+from mt.decode.score import PairScore, score_pairs
 from mt.decode.search import Ensemble, SearchEngine, Searcher, search_sources
 from mt.data.tokenizer import BOS, Tokenizer
 
@@ -61,6 +62,17 @@ class Translator:
         """Source ids per line, EOS last (an empty line: EOS alone); a line longer than the position table is cut
         there, with a warning that numbers it from `first_line`."""
         return encode_sources(self.tokenizer, lines, self.config.model.max_positions, first_line)
+
+    def score(self, src_lines: list[str], tgt_lines: list[str], first_line: int = 1) -> list[PairScore]:
+        """The model's log-probability of each target line given its source line (forced decoding), in input order.
+        A line longer than the position table is cut there, with a warning that numbers it from `first_line`; a
+        target is cut one token shorter, to what search could output (output_limit)."""
+        limit = self.config.model.max_positions
+        src_ids = cut_long(self.tokenizer.encode_src([line.strip() for line in src_lines]), limit, first_line,
+                           "source", "scoring")
+        tgt_ids = [ids[1:] for ids in self.tokenizer.encode_tgt([line.strip() for line in tgt_lines])]  # BOS dropped
+        tgt_ids = cut_long(tgt_ids, limit - 1, first_line, "target", "scoring")
+        return score_pairs(self.engine, src_ids, tgt_ids, self.decode.max_tokens)
 
     def translate(self, lines: list[str], decode: DecodeConfig | None = None,
                   first_line: int = 1) -> list[list[Translation]]:
@@ -160,9 +172,14 @@ def translate_stream(translate_chunk: ChunkTranslator, lines: Iterable[str], chu
 
 def encode_sources(tokenizer: Tokenizer, lines: list[str], limit: int, first_line: int) -> list[list[int]]:
     """Source ids per line; a line longer than the position table is cut there, with a warning."""
-    src_ids = tokenizer.encode_src([line.strip() for line in lines])
-    for i, ids in enumerate(src_ids):
+    return cut_long(tokenizer.encode_src([line.strip() for line in lines]), limit, first_line, "input", "translating")
+
+
+def cut_long(lines_ids: list[list[int]], limit: int, first_line: int, side: str, doing: str) -> list[list[int]]:
+    """Each line's ids (EOS last) cut to at most `limit` tokens, EOS kept, with a warning for each line cut:
+    "{side} line N has … tokens; {doing} its first {limit}"."""
+    for i, ids in enumerate(lines_ids):
         if len(ids) > limit:
-            log.warning(f"input line {first_line + i} has {len(ids)} tokens; translating its first {limit}")
-            src_ids[i] = ids[:limit - 1] + ids[-1:]
-    return src_ids
+            log.warning(f"{side} line {first_line + i} has {len(ids)} tokens; {doing} its first {limit}")
+            lines_ids[i] = ids[:limit - 1] + ids[-1:]
+    return lines_ids

@@ -82,9 +82,20 @@ def load_model(path: Path, device: torch.device) -> tuple[Transformer, Tokenizer
 
 def training_facts(state: dict) -> dict:
     """What a checkpoint tells of its training: its step, its dev scores with their sacreBLEU signatures (when it
-    was validated), and the checkpoints it averages (`mt average`)."""
+    was validated), the checkpoints it averages (`mt average`) and what cleaning removed from its corpora."""
     return {"step": state.get("step", 0), "dev": state.get("dev") or {},
-            **({"averaged": state["averaged"]} if "averaged" in state else {})}
+            **{key: state[key] for key in ("averaged", "cleaning") if key in state}}
+
+
+def cleaning_line(cleaning: dict | None) -> str:
+    """What cleaning removed from a checkpoint's training corpora, for `mt info` and the model card."""
+    if not cleaning:
+        return "cleaning: not recorded (trained before mt cleaned corpora, or an imported model)"
+    corpora = cleaning["corpora"].values()
+    pairs, kept = sum(c["pairs"] for c in corpora), sum(c["kept"] for c in corpora)
+    held = sum(c["contaminated"] for c in corpora)
+    guard = "removed" if cleaning["contamination"] == "remove" else "KEPT: test scores overstate the model"
+    return (f"cleaning: {kept:,} of {pairs:,} training pairs kept; {held:,} held a dev or test sentence ({guard})")
 
 
 EXPORT_META_FILE = "mt.json"  # in an export's directory: marks it as mt's, with its format, config and facts
@@ -158,4 +169,4 @@ def average_checkpoints(run_dir: Path, last: int) -> dict:
             total[name] += tensor.double()
     weights = {name: (tensor / len(paths)).to(dtypes[name]) for name, tensor in total.items()}
     return {"model": weights, "config": newest["config"], "tokenizer": newest["tokenizer"], "step": newest["step"],
-            "averaged": [path.name for path in paths]}
+            "averaged": [path.name for path in paths], **({"cleaning": newest["cleaning"]} if "cleaning" in newest else {})}

@@ -24,7 +24,7 @@ from mt.core.atomic import atomic_directory
 from mt.core.errors import MtError
 from mt.core.scoring import Scores
 from mt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
-from mt.exchange.checkpoint import load_model, training_facts
+from mt.exchange.checkpoint import cleaning_line, load_model, training_facts
 from mt.exchange.export import export_kind, optional_package, pieces, sublayers, write_meta
 from mt.model.transformer import MultiHeadAttention, Transformer
 
@@ -243,6 +243,8 @@ tokens; transformers limits them to `max_length` ({m.max_positions}).
 Checkpoint `{checkpoint.name}`, step {facts.get("step", 0):,}{averaged}. Training data:
 
 {chr(10).join(corpora)}
+
+{cleaning_line(facts.get("cleaning")).replace("cleaning: ", "Cleaning (mt's contamination guard and corpus filters): ", 1)}.
 
 | | score | sacreBLEU signature |
 |---|---:|---|

@@ -20,7 +20,7 @@ from mt.core.errors import MtError
 from mt.core.run_lock import lock_run_dir
 from mt.core.stopping import StopSignals, Stopped
 from mt.data.batching import Batch
-from mt.data.prepare import PreparedData, prepare_data
+from mt.train.prepare import PreparedData, prepare_data
 from mt.data.tokenizer import Tokenizer
 from mt.exchange.checkpoint import (checkpoint_dir, last_checkpoint, load_checkpoint, save_run_checkpoint,
                                     tokenizer_from_state)
@@ -180,6 +180,7 @@ def _train(config: Config, run_dir: Path, resume: bool, init_from: Path | None, 
     if world.is_main:
         save_config(config, run_dir / "config.yaml")
     trainer = Trainer(config, data.tokenizer, device, world)
+    trainer.cleaning = data.cleaning
     if state is not None:
         trainer.restore(state)
         log.info(f"resumed from {last} at step {trainer.position.step}")

@@ -85,6 +85,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.dtype == torch.float16)
         self.position = Position()
         self.init_from: dict | None = None  # where the weights came from, when not from a random start
+        self.cleaning: dict = {}  # what cleaning removed from the training corpora (mt/clean), for `mt info`
         self.skipped_in_a_row = 0
 
     def autocast(self):
@@ -152,7 +153,8 @@ class Trainer:
                 "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
                 **dataclasses.asdict(p), "world_size": self.world.size,
                 "config": config_to_dict(self.config), "tokenizer": tokenizer_state(self.tokenizer),
-                **({"init_from": self.init_from} if self.init_from else {})}
+                **({"init_from": self.init_from} if self.init_from else {}),
+                **({"cleaning": self.cleaning} if self.cleaning else {})}
 
     def restore(self, state: dict) -> None:
         try:

@@ -1,5 +1,6 @@
-"""A run's data, ready to train on: its tokenizer (trained on the training corpora if the run has none yet), the
-token ids of every corpus (cached in RUN/cache by `datasets.map`), the length filter, and the training batches.
+"""A run's data, ready to train on: its training corpora cleaned (mt/clean), its tokenizer (trained on them if the
+run has none yet), the token ids of every corpus (cached in RUN/cache by `datasets.map`), the length filter, and
+the training batches.
 
 `mt train` calls it before training, `mt prepare` alone (so that a long corpus is tokenised once, ahead of time),
 and the training benchmark to build real batches.
@@ -17,6 +18,7 @@ from pathlib import Path
 import datasets
 import numpy as np
 
+from mt.clean.cleaning import Cleaning
 from mt.data.batching import TrainBatches
 from mt.config import Config
 from mt.data.corpora import TrainingMixture, encode_corpus, filter_pairs, lengths, read_corpus, tokenizer_sample
@@ -32,6 +34,7 @@ class PreparedData:
     tokenizer: Tokenizer
     train: TrainBatches  # the training batches of the best segmentation
     dev: datasets.Dataset  # encoded and filtered dev pairs, texts included
+    cleaning: dict  # what cleaning removed from each training corpus (Cleaning.facts), for the checkpoints
     resample: Callable[[int], TrainBatches] | None = None  # subword regularisation: an epoch's own segmentation
 
     def train_batches(self, epoch: int) -> TrainBatches:
@@ -39,19 +42,23 @@ class PreparedData:
         return self.train if self.resample is None else self.resample(epoch)
 
 
-def prepare_tokenizer(config: Config, run_dir: Path, mixture: TrainingMixture) -> Tokenizer:
-    """The run's tokenizer: the one saved in run_dir, or a new one trained on the training corpora."""
+def saved_tokenizer(config: Config, run_dir: Path) -> Tokenizer | None:
+    """The tokenizer saved in run_dir (checked against the config), or None."""
     tokenizer = Tokenizer.load(run_dir, config.data.scripts())
     if tokenizer is not None:
         _check_vocabulary(tokenizer, config, run_dir)
-    else:
-        start = time.perf_counter()
-        src, tgt = tokenizer_sample(mixture.pairs, mixture.rows, config.tokenizer.sample_size, config.train.seed)
-        tokenizer = train_tokenizer(src, tgt, config.tokenizer, config.data.scripts())
-        tokenizer.save(run_dir)
-        kind = "joint" if tokenizer.joint else "separate"
-        log.info(f"tokenizer: trained SentencePiece BPE, {tokenizer.src_vocab_size:,} pieces ({kind}) on "
-                 f"{len(src):,} pairs in {time.perf_counter() - start:.1f}s → {run_dir}")
+    return tokenizer
+
+
+def new_tokenizer(config: Config, run_dir: Path, mixture: TrainingMixture) -> Tokenizer:
+    """A tokenizer trained on a sample of the (cleaned) training corpora, saved in run_dir."""
+    start = time.perf_counter()
+    src, tgt = tokenizer_sample(mixture.pairs, mixture.rows, config.tokenizer.sample_size, config.train.seed)
+    tokenizer = train_tokenizer(src, tgt, config.tokenizer, config.data.scripts())
+    tokenizer.save(run_dir)
+    kind = "joint" if tokenizer.joint else "separate"
+    log.info(f"tokenizer: trained SentencePiece BPE, {tokenizer.src_vocab_size:,} pieces ({kind}) on "
+             f"{len(src):,} pairs in {time.perf_counter() - start:.1f}s → {run_dir}")
     return tokenizer
 
 
@@ -70,12 +77,14 @@ def _check_vocabulary(tokenizer: Tokenizer, config: Config, run_dir: Path) -> No
 def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> PreparedData:
     """Everything training reads, with `tokenizer` (a resumed run's) or the run's own."""
     data = config.data
-    mixture = TrainingMixture(data, config.train.seed)
+    tokenizer = tokenizer or saved_tokenizer(config, run_dir)  # checked before the corpora are read
+    cache = run_dir / "cache"
+    cleaning = Cleaning(data, cache)
+    mixture = TrainingMixture(data, config.train.seed, cleaning)
     dev_pairs = read_corpus(data.dev, data, "dev")
     if data.dev_max_sentences:
         dev_pairs = dev_pairs.select(range(min(data.dev_max_sentences, len(dev_pairs))))
-    tokenizer = tokenizer or prepare_tokenizer(config, run_dir, mixture)
-    cache = run_dir / "cache"
+    tokenizer = tokenizer or new_tokenizer(config, run_dir, mixture)
     train_encoded, train_rows = mixture.encode(tokenizer, cache, data.max_len)
     dev_encoded = encode_corpus(dev_pairs, tokenizer, cache, "dev")
     dev_rows, report = filter_pairs(dev_encoded, data.max_len, "dev")
@@ -98,7 +107,7 @@ def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> 
         log.debug(f"epoch {epoch}: {len(rows):,} pairs segmented anew in {time.perf_counter() - start:.1f}s")
         return batches(encoded, rows)
 
-    return PreparedData(tokenizer, batches(train_encoded, train_rows), dev_encoded.select(dev_rows),
+    return PreparedData(tokenizer, batches(train_encoded, train_rows), dev_encoded.select(dev_rows), cleaning.facts(),
                         resample if config.tokenizer.sampling_alpha else None)
 
 

@@ -1,0 +1,201 @@
+"""A training corpus cleaned: the contamination guard, then data.filters in order. Each pair gets the reason it
+was removed (or none); the reasons are cached in the run's cache directory, keyed by the corpus, the filters and
+the dev and test sets, so a run and its resumption clean once.
+
+The row filters and the columns the corpus filters read are computed by `datasets.map` in parallel batches; the
+corpus filters then run over those columns in numpy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import logging
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import datasets
+import numpy as np
+from datasets.table import InMemoryTable
+
+from mt.clean.contamination import Guard, chinese_sides, guard_keys, make_guard
+from mt.clean.filters import CORPUS_FILTERS, ROW_FILTERS, Langid, row_columns
+from mt.clean.normalise import writing_system
+from mt.config import CorpusConfig, CrossEntropyFilter, DataConfig, ScriptFilter
+from mt.core.atomic import atomic_write_bytes
+from mt.core.errors import MtError
+
+log = logging.getLogger(__name__)
+
+KEPT = -1
+CONTAMINATION = "contamination"
+
+
+@dataclass
+class Cleaned:
+    """A corpus after cleaning: the kept pairs, and for each pair of the corpus the step that removed it."""
+
+    name: str
+    corpus: datasets.Dataset   # every pair, as read
+    pairs: datasets.Dataset    # the kept pairs, in corpus order
+    reasons: np.ndarray        # [pairs of the corpus] the index in `steps` of what removed each pair, or KEPT
+    steps: list[str]           # "contamination", then the filters' names
+    contaminated: int          # pairs holding a dev or test sentence (removed, or kept as data.contamination says)
+
+    def removed(self) -> dict[str, int]:
+        counts = np.bincount(self.reasons[self.reasons != KEPT], minlength=len(self.steps))
+        return {step: int(n) for step, n in zip(self.steps, counts)}
+
+    def summary(self) -> str:
+        """One line: the corpus's pairs, those kept, and what removed the others."""
+        removed = ", ".join(f"{step} {n:,}" for step, n in self.removed().items() if n)
+        return (f"{self.name}: cleaning kept {len(self.pairs):,} of {len(self.corpus):,} pairs"
+                + (f" (removed: {removed})" if removed else ""))
+
+    def facts(self) -> dict:
+        """What a checkpoint keeps of it."""
+        return {"pairs": len(self.corpus), "kept": len(self.pairs), "removed": self.removed(),
+                "contaminated": self.contaminated}
+
+
+def bind(filters: list, data: DataConfig, where: str) -> list:
+    """The filters with what they take from the language pair filled in (the script filter's writing systems)."""
+    bound = []
+    for f in filters:
+        if isinstance(f, ScriptFilter):
+            f = dataclasses.replace(f, src_script=f.src_script or writing_system(data.src_lang, f"{where}.src_script"),
+                                    tgt_script=f.tgt_script or writing_system(data.tgt_lang, f"{where}.tgt_script"))
+        bound.append(f)
+    return bound
+
+
+def clean_corpus(name: str, corpus: datasets.Dataset, filters: list, data: DataConfig, guard: Guard,
+                 cache_dir: Path | None) -> Cleaned:
+    """The corpus through the guard and the filters (bound); the reasons cached in cache_dir when given."""
+    steps = [CONTAMINATION] + [f.filter for f in filters]
+    key = hashlib.sha256(f"{corpus._fingerprint}-{filters}-{data.src_lang}-{data.tgt_lang}-{guard.fingerprint}"
+                         .encode()).hexdigest()[:16]
+    cached = cache_dir / f"clean-{name}-{key}.npz" if cache_dir else None
+    if cached is not None and cached.exists():
+        with np.load(cached) as saved:
+            reasons, contaminated = saved["reasons"], int(saved["contaminated"])
+    else:
+        reasons, contaminated = _reasons(name, corpus, filters, data, guard)
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            buffer = io.BytesIO()
+            np.savez(buffer, reasons=reasons, contaminated=contaminated)
+            atomic_write_bytes(cached, buffer.getvalue())
+    kept = np.flatnonzero(reasons == KEPT)
+    if len(kept) == 0:
+        most = steps[int(np.bincount(reasons).argmax())] if len(reasons) else "none"
+        advice = ("is it a dev or test set? (data.contamination: keep keeps such pairs)" if most == CONTAMINATION
+                  else "loosen data.filters or check the corpus's languages (data.src_lang, data.tgt_lang)")
+        raise MtError(f"{name}: cleaning removed every one of its {len(corpus):,} pairs (most by {most}): {advice}")
+    return Cleaned(name, corpus, _select(corpus, kept, key), reasons, steps, contaminated)
+
+
+def _reasons(name: str, corpus: datasets.Dataset, filters: list, data: DataConfig,
+             guard: Guard) -> tuple[np.ndarray, int]:
+    """Each pair's reason for removal (KEPT: none), and how many hold a dev or test sentence."""
+    columns = _columns(corpus, filters, data)
+    reasons = np.full(len(corpus), KEPT, dtype=np.int16)
+    contaminated = guard.holds(columns)
+    if guard.remove:
+        reasons[contaminated] = 0
+    elif contaminated.any():
+        log.warning(f"{name}: {int(contaminated.sum()):,} training pairs hold a dev or test sentence and are kept "
+                    f"(data.contamination: keep): dev and test scores will overstate the model")
+    for step, f in enumerate(filters, start=1):
+        alive = reasons == KEPT
+        if f.filter in ROW_FILTERS or f.filter == "langid":
+            keep = columns[f"keep{step}"]
+        elif isinstance(f, CrossEntropyFilter):
+            keep = cross_entropy(corpus, alive, f)
+        else:
+            keep = CORPUS_FILTERS[f.filter](columns, alive, f)
+        reasons[alive & ~keep] = step
+    return reasons, int(contaminated.sum())
+
+
+def _columns(corpus: datasets.Dataset, filters: list, data: DataConfig) -> dict[str, np.ndarray]:
+    """The row filters' verdicts (keep1, keep2, … by step), the corpus filters' columns and the guard's hashes."""
+    chinese = chinese_sides(data)
+    langs = data.src_lang, data.tgt_lang
+
+    def compute(batch: dict) -> dict:
+        src, tgt = batch["src"], batch["tgt"]
+        out = row_columns(src, tgt) | guard_keys(src, tgt, chinese)
+        for step, f in enumerate(filters, start=1):
+            check = _langid(*langs) if f.filter == "langid" else ROW_FILTERS.get(f.filter)
+            if check is not None:
+                out[f"keep{step}"] = [check(s, t, f) for s, t in zip(src, tgt)]
+        return out
+
+    processes = min(len(os.sched_getaffinity(0)), 8) if len(corpus) >= 100_000 else None
+    mapped = corpus.map(compute, batched=True, batch_size=2000, remove_columns=corpus.column_names,
+                        keep_in_memory=True, num_proc=processes, new_fingerprint=f"{corpus._fingerprint}-clean")
+    table = mapped.with_format("arrow")[:]
+    return {name: table.column(name).to_numpy() for name in table.column_names}
+
+
+@cache
+def _langid(src_lang: str, tgt_lang: str) -> Langid:  # one per process: its model is large to send
+    return Langid(src_lang, tgt_lang)
+
+
+def cross_entropy(corpus: datasets.Dataset, alive: np.ndarray, f: CrossEntropyFilter) -> np.ndarray:
+    """Dual conditional cross-entropy of the pairs kept so far (Junczys-Dowmunt, 2018): the best kept."""
+    from mt.decode.translator import load_translator
+
+    rows = np.flatnonzero(alive)
+    table = corpus.with_format("arrow")[rows.tolist()]
+    src, tgt = table.column("src").to_pylist(), table.column("tgt").to_pylist()
+    forward = -np.array([s.mean for s in load_translator(Path(f.forward)).score(src, tgt)])  # H(y|x), nats/token
+    score = forward
+    if f.reverse:
+        reverse = -np.array([s.mean for s in load_translator(Path(f.reverse)).score(tgt, src)])
+        score = np.abs(forward - reverse) + (forward + reverse) / 2
+    if f.threshold > 0:
+        good = score <= f.threshold
+    else:
+        good = np.zeros(len(rows), dtype=bool)
+        good[np.argsort(score, kind="stable")[:round(f.keep_fraction * len(rows))]] = True
+    keep = np.ones(len(corpus), dtype=bool)
+    keep[rows] = good
+    return keep
+
+
+def _select(corpus: datasets.Dataset, rows: np.ndarray, key: str) -> datasets.Dataset:
+    """The pairs at `rows`, as a new in-memory table (Arrow's take: fast even for millions of rows)."""
+    if len(rows) == len(corpus):
+        return corpus
+    table = corpus.with_format("arrow")[rows.tolist()]
+    fingerprint = hashlib.sha256(f"{corpus._fingerprint}-{key}".encode()).hexdigest()[:16]
+    return datasets.Dataset(InMemoryTable(table), fingerprint=fingerprint)
+
+
+class Cleaning:
+    """The cleaning of a run's training corpora, called by TrainingMixture for each: the guard is made once, and
+    each corpus's result is kept for the report and the checkpoint."""
+
+    def __init__(self, data: DataConfig, cache_dir: Path | None):
+        self.data, self.cache_dir = data, cache_dir
+        self.guard = make_guard(data)
+        self.done: list[Cleaned] = []
+
+    def __call__(self, name: str, corpus: CorpusConfig, pairs: datasets.Dataset) -> datasets.Dataset:
+        own = corpus.filters is not None
+        filters = bind(corpus.filters if own else self.data.filters, self.data,
+                       f"data.{name}.filters" if own else "data.filters")
+        cleaned = clean_corpus(name, pairs, filters, self.data, self.guard, self.cache_dir)
+        log.info(cleaned.summary())
+        self.done.append(cleaned)
+        return cleaned.pairs
+
+    def facts(self) -> dict:
+        """What a checkpoint keeps: each corpus's counts, and the guard's setting."""
+        return {"contamination": self.data.contamination, "corpora": {c.name: c.facts() for c in self.done}}

@@ -1,0 +1,46 @@
+"""Forced decoding: how likely a model finds given translations (fairseq's --score-reference, Marian's scorer,
+CTranslate2's score_batch).
+
+A pair's score is the sum over its target's tokens, pieces then EOS (not BOS), of log p(token | source, the
+tokens before it): the log-probability that search computes for that output (mt/decode/search.py), with no
+length penalty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mt.data.batching import token_batches
+from mt.decode.search import SearchEngine
+
+
+@dataclass
+class PairScore:
+    log_prob: float  # summed over the target's tokens, EOS included
+    tokens: int      # how many were scored: the target's pieces and EOS
+
+    @property
+    def mean(self) -> float:
+        """Log-probability per token (an empty target still scores its EOS: tokens ≥ 1)."""
+        return self.log_prob / self.tokens
+
+
+def score_pairs(engine: SearchEngine, src_ids: list[list[int]], tgt_ids: list[list[int]],
+                max_tokens: int) -> list[PairScore]:
+    """The score of each pair (source ids, EOS last; target ids, pieces then EOS, no BOS), in input order. Pairs
+    are sorted by length into batches of at most `max_tokens` padded tokens per side. The ids must fit the
+    model's position table (Translator.score cuts lines that do not)."""
+    if len(src_ids) != len(tgt_ids):
+        raise ValueError(f"{len(src_ids)} sources but {len(tgt_ids)} targets")
+    if not src_ids:
+        return []
+    lengths = [np.array([len(ids) for ids in side], dtype=np.int64) for side in (src_ids, tgt_ids)]
+    scores: list[PairScore] = [None] * len(src_ids)  # each filled by its batch
+    for batch in token_batches(*lengths, max_tokens):
+        batch = batch.tolist()
+        found = engine.score_batch([src_ids[i] for i in batch], [tgt_ids[i] for i in batch])
+        for i, log_probs in zip(batch, found):
+            scores[i] = PairScore(sum(log_probs), len(log_probs))
+    return scores

@@ -1,0 +1,197 @@
+"""Cleaning real corpora: each filter keeps what it must and removes what it must, the contamination guard finds a
+test sentence however it is written, and `mt clean` reports what went and why."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import datasets
+import numpy as np
+import pytest
+
+from conftest import tiny_yaml, write_lines
+from mt.clean.cleaning import Cleaning, bind, clean_corpus
+from mt.clean.contamination import make_guard
+from mt.config import (CopyFilter, CorpusConfig, DataConfig, DuplicateSourcesFilter, DuplicatesFilter, LengthFilter,
+                       NumbersFilter, RatioFilter, ScriptFilter, UrlsFilter, load_config)
+from mt.core.errors import MtError
+from mt.data.corpora import TrainingMixture
+
+ZH_EN = DataConfig()
+
+
+def corpus(pairs: list[tuple[str, str]]) -> datasets.Dataset:
+    return datasets.Dataset.from_dict({"src": [s for s, _ in pairs], "tgt": [t for _, t in pairs]})
+
+
+def kept(pairs: list[tuple[str, str]], *chosen, data: DataConfig = ZH_EN, guard=None) -> list[tuple[str, str]]:
+    """The pairs that cleaning with these filters keeps."""
+    data_guard = guard or make_guard(data)
+    cleaned = clean_corpus("train", corpus(pairs), bind(list(chosen), data, "data.filters"), data, data_guard, None)
+    return list(zip(cleaned.pairs["src"], cleaned.pairs["tgt"]))
+
+
+GOOD = [("我爱你。", "I love you."), ("汤姆说他三十岁。", "Tom said he was thirty."),
+        ("我叫Tom。", "My name is Tom."), ("1999年我去了北京。", "I went to Beijing in 1999."),
+        ("请访问 www.example.com。", "Please visit www.example.com."), ("2007年", "2007.")]
+
+
+@pytest.mark.parametrize("chosen, bad", [
+    (LengthFilter(max_chars=40), ("这" * 50, "This " * 30)),
+    (LengthFilter(min_chars=2), ("好", "OK")),
+    (CopyFilter(), ("我爱你。", "我爱你。")),
+    (CopyFilter(), ("Please turn off the lights.", "please turn off the light")),
+    (ScriptFilter(), ("I love you.", "我爱你。")),                 # swapped sides
+    (ScriptFilter(), ("我爱你。", "他走了。")),                     # the target in the source's language
+    (NumbersFilter(), ("我出生于1987年。", "I was born in 1978.")),
+    (NumbersFilter(), ("版权所有 © 2019", "All rights reserved.")),
+    (UrlsFilter(), ("访问 www.example.com/zh 了解更多", "Learn more.")),
+    (UrlsFilter(), ("联系 info@example.com", "Write to sales@example.org")),
+])
+def test_each_row_filter_removes_its_damage_and_keeps_good_pairs(chosen, bad):
+    assert kept(GOOD + [bad], chosen) == GOOD
+
+
+def test_ratio_is_measured_against_the_corpus_median():
+    good = [(f"我们明天去北京{i}次。", f"We are going to Beijing {i} times tomorrow.") for i in range(20)]
+    glued = ("我们明天去北京。", "We are going to Beijing tomorrow. My father is a doctor and he works in a hospital.")
+    short = ("好。", "All right, go ahead.")  # the longer side under min_chars: kept, short pairs vary most
+    assert kept(good + [glued, short], RatioFilter(max_factor=2.0, min_chars=25)) == good + [short]
+
+
+def test_duplicates_keep_the_first_pair_and_duplicate_sources_keep_as_many_as_asked():
+    pairs = [("你好。", "Hello."), ("你好。", " Hello. "), ("你好。", "Hi."), ("你好。", "Good day."), ("再见。", "Bye.")]
+    assert kept(pairs, DuplicatesFilter()) == [pairs[0]] + pairs[2:]
+    assert kept(pairs, DuplicatesFilter(), DuplicateSourcesFilter(keep=2)) == [pairs[0], pairs[2], pairs[4]]
+
+
+def test_filters_run_in_order_and_name_the_first_that_removed_each_pair():
+    pairs = [("我爱你。", "我爱你。"), ("我爱你。", "我爱你。"), ("你好。", "Hello.")]
+    cleaned = clean_corpus("train", corpus(pairs), bind([CopyFilter(), DuplicatesFilter()], ZH_EN, "x"), ZH_EN,
+                           make_guard(ZH_EN), None)
+    assert [cleaned.steps[r] if r >= 0 else "kept" for r in cleaned.reasons] == ["copy", "copy", "kept"]
+    assert cleaned.removed() == {"contamination": 0, "copy": 2, "duplicates": 0}
+
+
+def test_a_filter_that_removes_every_pair_is_one_clear_error():
+    with pytest.raises(MtError, match="train: cleaning removed every one of its 2 pairs \\(most by script\\): loosen"):
+        kept([("I love you.", "Hello."), ("Good.", "Bad.")], ScriptFilter())
+
+
+def test_a_language_without_a_known_writing_system_is_named(tmp_path):
+    data = DataConfig(src_lang="xx")
+    with pytest.raises(MtError, match="data.filters.src_script.*'xx'"):
+        bind([ScriptFilter()], data, "data.filters")
+
+
+@pytest.fixture
+def guarded(tmp_path):
+    """A config whose test set holds 我們明天去北京。 / We are going to Beijing tomorrow. and 是的 / Yes."""
+    write_lines(tmp_path / "test.zh", ["我們明天去北京。", "是的"])
+    write_lines(tmp_path / "test.en", ["We are going to Beijing tomorrow.", "Yes."])
+    return DataConfig(test=CorpusConfig(path=str(tmp_path / "test")))
+
+
+@pytest.mark.parametrize("pair", [
+    ("我们明天去北京！", "Something else entirely."),            # Simplified, other punctuation
+    ("Ａnother source", "WE ARE GOING TO BEIJING TOMORROW"),   # case, no punctuation
+    ("其他的句子", "We are going to Beijing, tomorrow!"),      # punctuation
+    ("其他的句子", "Ｗｅ ａｒｅ ｇｏｉｎｇ ｔｏ Ｂｅｉｊｉｎｇ ｔｏｍｏｒｒｏｗ."),  # full width
+    ("是的！", "yes"),                                         # a short pair counts as a whole pair
+])
+def test_the_guard_finds_a_test_sentence_however_it_is_written(guarded, pair):
+    assert kept(GOOD + [pair], data=guarded) == GOOD
+
+
+def test_the_guard_leaves_short_sentences_with_other_translations(guarded):
+    pairs = GOOD + [("是的", "That's right."), ("对。", "Yes.")]  # common sentences, not the test pair
+    assert kept(pairs, data=guarded) == pairs
+
+
+def test_the_guard_can_keep_what_it_finds_with_a_warning(guarded, caplog):
+    keeping = DataConfig(test=guarded.test, contamination="keep")
+    pairs = GOOD + [("我们明天去北京。", "We are going to Beijing tomorrow.")]
+    cleaned = clean_corpus("train", corpus(pairs), [], keeping, make_guard(keeping), None)
+    assert len(cleaned.pairs) == len(pairs) and cleaned.contaminated == 1
+    assert "1 training pairs hold a dev or test sentence and are kept" in caplog.text
+
+
+def test_each_corpus_of_a_mixture_has_its_own_filters_and_repeats(tmp_path):
+    write_lines(tmp_path / "a.zh", ["你好。", "你好。", "我爱你。"])
+    write_lines(tmp_path / "a.en", ["Hello.", "Hello.", "我爱你。"])
+    write_lines(tmp_path / "b.zh", ["再见。", "再见。"])
+    write_lines(tmp_path / "b.en", ["Bye.", "Bye."])
+    data = load_config([], [f"data.train.path={tmp_path / 'a'}",
+                            f"data.extra_train=[{{path: {tmp_path / 'b'}, repeat: 2, filters: []}}]"]).data
+    cleaning = Cleaning(data, tmp_path / "cache")
+    mixture = TrainingMixture(data, 1, cleaning)
+    assert mixture.pairs["src"] == ["你好。", "再见。", "再见。"]  # a: copy and duplicate removed; b: unfiltered
+    assert [mixture.pairs["src"][r] for r in mixture.rows] == ["你好。"] + ["再见。"] * 4
+    facts = cleaning.facts()["corpora"]
+    assert facts["train"]["removed"]["copy"] == 1 and facts["train"]["removed"]["duplicates"] == 1
+    assert facts["extra_train[0]"] == {"pairs": 2, "kept": 2, "removed": {"contamination": 0}, "contaminated": 0}
+    cached = sorted((tmp_path / "cache").glob("clean-*.npz"))
+    assert len(cached) == 2  # the second run reads them
+    again = TrainingMixture(data, 1, Cleaning(data, tmp_path / "cache"))
+    assert again.pairs["src"] == mixture.pairs["src"]
+
+
+def test_filter_config_errors_name_the_key():
+    for setting, message in [("data.filters=[{filter: nope}]", "config key data.filters[0].filter: must be one of"),
+                             ("data.filters=[{filter: ratio, max_facter: 2}]",
+                              "unknown config key data.filters[0].max_facter"),
+                             ("data.filters=[{filter: ratio, max_factor: 1}]",
+                              "config key data.filters[0].max_factor: must be more than 1"),
+                             ("data.test.filters=[]", "config key data.test.filters: only training corpora")]:
+        with pytest.raises(MtError, match=message.replace("[", "\\[").replace("]", "\\]")):
+            load_config([], [setting])
+
+
+def test_mt_clean_writes_its_report_and_every_removed_pair(corpus_dir, tmp_path):
+    noisy = tmp_path / "noisy"
+    zh = (corpus_dir / "train.zh").read_text(encoding="utf-8").splitlines()
+    en = (corpus_dir / "train.en").read_text(encoding="utf-8").splitlines()
+    test_zh = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()
+    test_en = (corpus_dir / "test.en").read_text(encoding="utf-8").splitlines()
+    write_lines(noisy.with_suffix(".zh"), zh + zh[:10] + [test_zh[0], en[0]])
+    write_lines(noisy.with_suffix(".en"), en + en[:10] + [test_en[0], zh[0]])
+    done = subprocess.run([sys.executable, "-m", "mt", "clean", "-c", str(_config_file(corpus_dir, tmp_path)),
+                           "--set", f"data.train.path={noisy}", "--run-dir", str(tmp_path / "run")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = (tmp_path / "run" / "clean" / "report.md").read_text(encoding="utf-8")
+    assert f"{len(zh) + 12:,} pairs" in report and "### removed by duplicates" in report
+    with open(tmp_path / "run" / "clean" / "removed.tsv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    reasons = {row["reason"] for row in rows}
+    assert {"contamination", "script", "duplicates"} <= reasons
+    assert {"row": str(len(zh) + 11), "reason": "contamination"}.items() <= next(
+        row for row in rows if row["source"] == test_zh[0]).items()
+    assert f"train: cleaning kept " in done.stderr and f" of {len(zh) + 12:,} pairs" in done.stderr
+
+
+def _config_file(corpus_dir, tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(tiny_yaml(corpus_dir, tmp_path / "run"), encoding="utf-8")
+    return path
+
+
+def test_cross_entropy_keeps_the_pairs_the_models_find_likeliest(trained_runs):
+    from mt.config import CrossEntropyFilter
+    from mt.decode.translator import load_translator
+
+    checkpoint = trained_runs[0] / "checkpoints" / "last.pt"
+    pairs = GOOD + [(src, tgt) for (src, _), (_, tgt) in zip(GOOD, GOOD[1:] + GOOD[:1])]  # good, then misaligned
+    translator = load_translator(checkpoint, "cpu")
+    forward = -np.array([s.mean for s in translator.score([s for s, _ in pairs], [t for _, t in pairs])])
+    reverse = -np.array([s.mean for s in translator.score([t for _, t in pairs], [s for s, _ in pairs])])
+    dual = np.abs(forward - reverse) + (forward + reverse) / 2
+    for chosen, score in [(CrossEntropyFilter(forward=str(checkpoint), keep_fraction=0.5), forward),
+                          (CrossEntropyFilter(forward=str(checkpoint), reverse=str(checkpoint), keep_fraction=0.25),
+                           dual),
+                          (CrossEntropyFilter(forward=str(checkpoint), threshold=float(np.median(forward))), forward)]:
+        expected = ([pairs[i] for i in sorted(np.argsort(score, kind="stable")[:round(chosen.keep_fraction * 12)])]
+                    if chosen.keep_fraction else [p for p, s in zip(pairs, score) if s <= chosen.threshold])
+        assert kept(pairs, chosen) == expected
