@@ -129,8 +129,15 @@ class TokenizerConfig:
 # ---------------------------------------------------------------- corpus filters (data.filters)
 # Each filter is a section of its own, named by its `filter` key; mt/clean/filters.py holds the function of each.
 
+class Filter:
+    """What every filter section has: its range checks, (ok, key, why) each; none unless it says."""
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        return []
+
+
 @dataclass
-class LengthFilter:
+class LengthFilter(Filter):
     """length: a pair with a side of fewer or more characters than these. (Length in pieces is bounded by
     data.max_len, after tokenising.)"""
 
@@ -145,7 +152,7 @@ class LengthFilter:
 
 
 @dataclass
-class RatioFilter:
+class RatioFilter(Filter):
     """ratio: a pair whose length ratio (target characters / source characters) is more than max_factor times the
     corpus's median ratio, or less than its 1/max_factor. The median makes one bound fit every language pair
     (zh→en: about 3 English characters per Chinese one)."""
@@ -162,7 +169,7 @@ class RatioFilter:
 
 
 @dataclass
-class CopyFilter:
+class CopyFilter(Filter):
     """copy: a target that is its source copied, or nearly (a normalised similarity of max_similarity or more:
     case, width, punctuation and spaces ignored)."""
 
@@ -176,7 +183,7 @@ class CopyFilter:
 
 
 @dataclass
-class ScriptFilter:
+class ScriptFilter(Filter):
     """script: a side with less than min_share of its letters in its language's writing system (Han for Chinese,
     Latin for English): the wrong language, swapped sides, or markup."""
 
@@ -192,7 +199,7 @@ class ScriptFilter:
 
 
 @dataclass
-class NumbersFilter:
+class NumbersFilter(Filter):
     """numbers: a number of min_digits or more digits on one side only (smaller ones are often spelt out)."""
 
     __pydantic_config__ = SECTION
@@ -205,31 +212,27 @@ class NumbersFilter:
 
 
 @dataclass
-class UrlsFilter:
+class UrlsFilter(Filter):
     """urls: a URL or e-mail address on one side only, or different ones on the two sides."""
 
     __pydantic_config__ = SECTION
 
     filter: Literal["urls"] = key("urls", "The filter.")
 
-    def checks(self) -> list[tuple[bool, str, str]]:
-        return []
 
 
 @dataclass
-class DuplicatesFilter:
+class DuplicatesFilter(Filter):
     """duplicates: a pair seen before in the corpus (spaces at the ends and doubled inside ignored)."""
 
     __pydantic_config__ = SECTION
 
     filter: Literal["duplicates"] = key("duplicates", "The filter.")
 
-    def checks(self) -> list[tuple[bool, str, str]]:
-        return []
 
 
 @dataclass
-class DuplicateSourcesFilter:
+class DuplicateSourcesFilter(Filter):
     """duplicate_sources: a source seen `keep` times before with other targets. Not among the defaults: a
     hand-made corpus such as Tatoeba gives a fifth of its sentences several translations, all good."""
 
@@ -243,7 +246,7 @@ class DuplicateSourcesFilter:
 
 
 @dataclass
-class LangidFilter:
+class LangidFilter(Filter):
     """langid: a side that py3langid (its model ships inside the package: `pip install 'mt[langid]'`) identifies as
     another language than the side's. Not among the defaults: it removes good short sentences."""
 
@@ -251,12 +254,10 @@ class LangidFilter:
 
     filter: Literal["langid"] = key("langid", "The filter.")
 
-    def checks(self) -> list[tuple[bool, str, str]]:
-        return []
 
 
 @dataclass
-class CrossEntropyFilter:
+class CrossEntropyFilter(Filter):
     """cross_entropy: dual conditional cross-entropy (Junczys-Dowmunt, 2018): with H(y|x) the forward model's and
     H(x|y) the reverse model's cross-entropy per token, a pair scores |H(y|x) − H(x|y)| + (H(y|x) + H(x|y)) / 2
     (H(y|x) alone without a reverse model); the pairs scoring lowest are kept."""

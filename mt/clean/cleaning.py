@@ -19,7 +19,6 @@ from pathlib import Path
 
 import datasets
 import numpy as np
-from datasets.table import InMemoryTable
 
 from mt.clean.contamination import Guard, chinese_sides, guard_keys, make_guard
 from mt.clean.filters import CORPUS_FILTERS, ROW_FILTERS, Langid, row_columns
@@ -27,6 +26,7 @@ from mt.clean.normalise import writing_system
 from mt.config import CorpusConfig, CrossEntropyFilter, DataConfig, ScriptFilter
 from mt.core.atomic import atomic_write_bytes
 from mt.core.errors import MtError
+from mt.data.corpora import take_rows, texts_at
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,8 @@ def clean_corpus(name: str, corpus: datasets.Dataset, filters: list, data: DataC
         advice = ("is it a dev or test set? (data.contamination: keep keeps such pairs)" if most == CONTAMINATION
                   else "loosen data.filters or check the corpus's languages (data.src_lang, data.tgt_lang)")
         raise MtError(f"{name}: cleaning removed every one of its {len(corpus):,} pairs (most by {most}): {advice}")
-    return Cleaned(name, corpus, _select(corpus, kept, key), reasons, steps, contaminated)
+    pairs = corpus if len(kept) == len(corpus) else take_rows(corpus, kept, key)
+    return Cleaned(name, corpus, pairs, reasons, steps, contaminated)
 
 
 def _reasons(name: str, corpus: datasets.Dataset, filters: list, data: DataConfig,
@@ -111,7 +112,7 @@ def _reasons(name: str, corpus: datasets.Dataset, filters: list, data: DataConfi
                     f"(data.contamination: keep): dev and test scores will overstate the model")
     for step, f in enumerate(filters, start=1):
         alive = reasons == KEPT
-        if f.filter in ROW_FILTERS or f.filter == "langid":
+        if f"keep{step}" in columns:  # a row filter's verdicts, computed with the columns
             keep = columns[f"keep{step}"]
         elif isinstance(f, CrossEntropyFilter):
             keep = cross_entropy(corpus, alive, f)
@@ -152,8 +153,7 @@ def cross_entropy(corpus: datasets.Dataset, alive: np.ndarray, f: CrossEntropyFi
     from mt.decode.translator import load_translator
 
     rows = np.flatnonzero(alive)
-    table = corpus.with_format("arrow")[rows.tolist()]
-    src, tgt = table.column("src").to_pylist(), table.column("tgt").to_pylist()
+    src, tgt = texts_at(corpus, rows)
     forward = -np.array([s.mean for s in load_translator(Path(f.forward)).score(src, tgt)])  # H(y|x), nats/token
     score = forward
     if f.reverse:
@@ -168,14 +168,6 @@ def cross_entropy(corpus: datasets.Dataset, alive: np.ndarray, f: CrossEntropyFi
     keep[rows] = good
     return keep
 
-
-def _select(corpus: datasets.Dataset, rows: np.ndarray, key: str) -> datasets.Dataset:
-    """The pairs at `rows`, as a new in-memory table (Arrow's take: fast even for millions of rows)."""
-    if len(rows) == len(corpus):
-        return corpus
-    table = corpus.with_format("arrow")[rows.tolist()]
-    fingerprint = hashlib.sha256(f"{corpus._fingerprint}-{key}".encode()).hexdigest()[:16]
-    return datasets.Dataset(InMemoryTable(table), fingerprint=fingerprint)
 
 
 class Cleaning:

@@ -16,7 +16,7 @@ from mt.clean.cleaning import CONTAMINATION, KEPT, Cleaned, Cleaning
 from mt.config import Config
 from mt.core.atomic import TEXT, atomic_write_bytes
 from mt.core.run_lock import lock_run_dir
-from mt.data.corpora import TrainingMixture
+from mt.data.corpora import TrainingMixture, texts_at
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +82,7 @@ def removed_tsv(done: list[Cleaned]) -> str:
 
 
 def _pairs(cleaned: Cleaned, rows: np.ndarray) -> list[tuple[str, str]]:
-    table = cleaned.corpus.with_format("arrow")[rows.tolist()]
-    return list(zip(table.column("src").to_pylist(), table.column("tgt").to_pylist()))
+    return list(zip(*texts_at(cleaned.corpus, rows)))
 
 
 def _cell(text: str) -> str:
