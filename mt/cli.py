@@ -518,18 +518,21 @@ def _line_writer(output: Path | None):
             yield lambda line: f.write((line + "\n").encode("utf-8"))
 
 
-def main() -> None:
-    """The `mt` command. A user's mistake, in a config or data file or on the command line, is printed as one
-    line with a non-zero exit; `--debug` shows the traceback instead."""
+def run(args: list[str] | None = None) -> int:
+    """The `mt` command's work and its exit status. A user's mistake, in a config or data file or on the command
+    line, is printed as one line; `--debug` shows the traceback instead. Anything else raised is a bug of mt's."""
     chosen = GlobalOptions()
     use_huge_pages()
     try:  # Ctrl-C returns 130; a closed pipe exits quietly
-        status = app(standalone_mode=False, prog_name="mt", obj=chosen)
+        return app(args, standalone_mode=False, prog_name="mt", obj=chosen) or 0
     except (MtError, typer.TyperException) as e:
         if chosen.debug:
             raise
         message = str(e) if isinstance(e, MtError) else e.format_message()
         if message:  # `mt` alone has shown its help and has nothing to add
             print(f"mt: error: {message}", file=sys.stderr)
-        sys.exit(e.exit_code)
-    sys.exit(status or 0)
+        return e.exit_code
+
+
+def main() -> None:
+    sys.exit(run())

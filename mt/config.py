@@ -488,7 +488,10 @@ def load_config(paths: list[str | Path] = (), overrides: list[str] = (), run_dir
         if not sep or not name:
             raise MtError(f"--set {item!r}: expected KEY=VALUE, e.g. train.max_steps=200")
         keys = name.strip().split(".")
-        update: dict = {keys[-1]: yaml.safe_load(value)}
+        try:
+            update: dict = {keys[-1]: yaml.safe_load(value)}
+        except yaml.YAMLError as e:
+            raise MtError(f"--set {item!r}: the value is not valid YAML ({str(e).splitlines()[0]})")
         for part in reversed(keys[:-1]):
             update = {part: update}
         _merge(raw, update)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,16 +31,20 @@ def write_lines(path: Path, lines: list[str]) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def corpus_dir(tmp_path_factory) -> Path:
-    """train/dev/test .zh/.en files: 300 / 20 / 20 real Tatoeba pairs."""
-    require_shared()
-    out = tmp_path_factory.mktemp("corpus")
+def write_corpus(out: Path) -> Path:
+    """train/dev/test .zh/.en files in `out`: 300 / 20 / 20 real Tatoeba pairs."""
+    out.mkdir(parents=True, exist_ok=True)
     for split, n in (("train", 300), ("dev", 20), ("test", 20)):
         for lang in ("zh", "en"):
             lines = (TATOEBA / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
             write_lines(out / f"{split}.{lang}", lines)
     return out
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(tmp_path_factory) -> Path:
+    require_shared()
+    return write_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 TINY_TOKENIZER = TokenizerConfig(vocab_size=600, byte_fallback=False)
@@ -90,3 +98,24 @@ def trained_runs(corpus_dir, tmp_path_factory):
     train(tiny_config(corpus_dir, root / "b", root, max_steps=4, eval_every=4))
     resumed = train(tiny_config(corpus_dir, root / "b", root, max_steps=8, eval_every=4), resume=True)
     return straight, resumed
+
+
+@contextmanager
+def running(app):
+    """The app served by uvicorn on a free loopback port, in a thread of this process. uvicorn's records go to the
+    root logger (no log_config of its own), where caplog sees them."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, log_config=None))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

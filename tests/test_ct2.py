@@ -129,12 +129,24 @@ def test_a_damaged_export_is_one_line(tokenizer, tmp_path):
     with pytest.raises(MtError, match="a config must be a mapping"):
         load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2")
     (tmp_path / "ct2" / "mt.json").write_text(json.dumps(meta), encoding="utf-8")
+    (tmp_path / "ct2" / "config.json").write_bytes(b"{}")  # CTranslate2 would fail only when it translates
+    with pytest.raises(MtError, match="config.json: damaged or changed since `mt export` wrote it"):
+        load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2")
+    del meta["files"]  # as an export made before mt.json listed its files: CTranslate2's and SentencePiece's checks
+    (tmp_path / "ct2" / "mt.json").write_text(json.dumps(meta), encoding="utf-8")
     (tmp_path / "ct2" / "model.bin").write_bytes(b"garbage")
     with pytest.raises(MtError, match="CTranslate2 cannot load it"):
         load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2")
     for model in tmp_path.glob("ct2/*.model"):
         model.unlink()
     with pytest.raises(MtError, match="its SentencePiece model is missing"):
+        load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2")
+
+
+def test_a_file_missing_from_an_export_is_named(tokenizer, tmp_path):
+    export_ctranslate2(untrained_checkpoint(tokenizer, tmp_path / "model.pt"), tmp_path / "ct2")
+    (tmp_path / "ct2" / "spm.model").unlink()
+    with pytest.raises(MtError, match="spm.model: missing since `mt export` wrote it"):
         load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2")
 
 

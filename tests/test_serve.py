@@ -26,7 +26,6 @@ import pytest
 
 pytest.importorskip("starlette")
 import httpx  # noqa: E402
-import uvicorn  # noqa: E402
 
 from mt.serve.batcher import BatchingWorker, Busy  # noqa: E402
 from mt.exchange.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
@@ -37,6 +36,7 @@ from mt.decode.translator import load_translator  # noqa: E402
 from mt.text.documents import FORMATS  # noqa: E402
 from mt.text.marks import Marked  # noqa: E402
 from mt.text.texts import split_for  # noqa: E402
+from conftest import running  # noqa: E402
 
 SENTENCES = ["我爱你", "你好。", "我们明天去北京。", "他是我的朋友。", "这本书很有意思。", "谢谢你。"]
 
@@ -63,25 +63,6 @@ def offline(translator) -> dict[str, str]:
     translations = dict(zip(SENTENCES, translator.translate_lines(SENTENCES)))
     assert all(translations.values())
     return translations
-
-
-@contextmanager
-def running(app):
-    """The app served by uvicorn on a free loopback port, in a thread of this process. uvicorn's records go to the
-    root logger (no log_config of its own), where caplog sees them."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, log_config=None))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -72,6 +72,24 @@ def bind(filters: list, data: DataConfig, where: str) -> list:
     return bound
 
 
+def _read_cached(path: Path, pairs: int, steps: int) -> tuple[np.ndarray, int] | None:
+    """A corpus's cached reasons (one per pair: KEPT or a step's index) and contamination count; None when there
+    are none, or when the file is damaged (it is then removed, to be computed again)."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path) as saved:
+            reasons, contaminated = saved["reasons"], int(saved["contaminated"])
+        if reasons.shape == (pairs,) and reasons.dtype.kind == "i" and ((reasons >= KEPT) & (reasons < steps)).all():
+            return reasons, contaminated
+        problem = "its reasons do not fit the corpus"
+    except Exception as e:  # damaged bytes reach numpy's zip and array readers anywhere
+        problem = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    log.warning(f"{path}: the cleaning cache is damaged ({problem}); cleaning again")
+    path.unlink()
+    return None
+
+
 def clean_corpus(name: str, corpus: datasets.Dataset, filters: list, data: DataConfig, guard: Guard,
                  cache_dir: Path | None) -> Cleaned:
     """The corpus through the guard and the filters (bound); the reasons cached in cache_dir when given."""
@@ -79,9 +97,8 @@ def clean_corpus(name: str, corpus: datasets.Dataset, filters: list, data: DataC
     key = hashlib.sha256(f"{corpus._fingerprint}-{filters}-{data.src_lang}-{data.tgt_lang}-{guard.fingerprint}"
                          .encode()).hexdigest()[:16]
     cached = cache_dir / f"clean-{name}-{key}.npz" if cache_dir else None
-    if cached is not None and cached.exists():
-        with np.load(cached) as saved:
-            reasons, contaminated = saved["reasons"], int(saved["contaminated"])
+    if cached is not None and (saved := _read_cached(cached, len(corpus), len(steps))):
+        reasons, contaminated = saved
     else:
         reasons, contaminated = _reasons(name, corpus, filters, data, guard)
         if cached is not None:

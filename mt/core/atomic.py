@@ -11,6 +11,7 @@ an export over an earlier export), never a directory by a file, a file by a dire
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -158,3 +159,12 @@ def remove_partial_writes(directory: Path) -> None:
             shutil.rmtree(partial)
         else:
             partial.unlink()
+
+
+def file_checksum(path: Path) -> str:
+    """A file's SHA-256, read a MiB at a time: how mt finds a damaged file it wrote before a library reads it."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -54,7 +54,7 @@ def lock_run_dir(run_dir: Path, command: str) -> Iterator[None]:
     _check_is_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK_FILE
-    with open(path, "a+", encoding="utf-8") as f:
+    with open(path, "a+", encoding="utf-8", errors="replace") as f:  # a damaged record is still taken over
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -25,6 +25,8 @@ class Scores:
 
 def score(hypotheses: list[str], references: list[list[str]], tgt_lang: str) -> Scores:
     """hypotheses: one line per segment; references: one list of lines per reference set."""
+    if not hypotheses:
+        raise MtError("no lines to score")
     for number, ref in enumerate(references, start=1):
         if len(ref) != len(hypotheses):
             raise MtError(f"reference {number} has {len(ref)} lines but there are {len(hypotheses)} hypotheses")

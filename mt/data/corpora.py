@@ -19,6 +19,7 @@ import pyarrow as pa
 from datasets.table import InMemoryTable
 
 from mt.config import CorpusConfig, DataConfig
+from mt.core.atomic import atomic_write_bytes, file_checksum
 from mt.core.errors import MtError
 from mt.core.lines import read_lines, read_text_column
 from mt.data.tokenizer import Sampling, Tokenizer
@@ -211,21 +212,31 @@ def encode_corpus(pairs: datasets.Dataset, tokenizer: Tokenizer, cache_dir: Path
 
     processes = min(len(os.sched_getaffinity(0)), 8) if len(pairs) >= 200_000 else None  # pays off when big
     cache_file = cache_dir / f"{name}-{key}.arrow"
-
-    def encoded() -> datasets.Dataset:
-        return pairs.map(encode, batched=True, batch_size=2000, with_indices=True, cache_file_name=str(cache_file),
-                         new_fingerprint=key, load_from_cache_file=True, num_proc=processes)
-
-    try:
-        return encoded()
-    except (OSError, pa.ArrowException) as e:  # a cache cut short (a full disk, a copy stopped half way)
-        damaged = sorted(cache_dir.glob(f"{name}-{key}*.arrow"))  # with num_proc, one file per process
-        if not damaged:
-            raise
-        log.warning(f"{damaged[0]}: the token cache is damaged ({_first_line(e)}); rebuilding it from the corpus")
-        for path in damaged:
+    checksums = cache_dir / f"{name}-{key}.sha256"
+    cached = sorted(cache_dir.glob(f"{name}-{key}*.arrow"))  # with num_proc, one file per process
+    if cached and not _checksums_match(checksums, cached):
+        log.warning(f"{cached[0]}: the token cache is damaged or incomplete (its checksums differ); rebuilding it "
+                    f"from the corpus")
+        for path in cached:
             path.unlink()
-        return encoded()
+    encoded = pairs.map(encode, batched=True, batch_size=2000, with_indices=True, cache_file_name=str(cache_file),
+                        new_fingerprint=key, load_from_cache_file=True, num_proc=processes)
+    if not (cached and checksums.exists()):
+        files = sorted(cache_dir.glob(f"{name}-{key}*.arrow"))
+        atomic_write_bytes(checksums, json.dumps({p.name: file_checksum(p) for p in files}).encode("utf-8"))
+    return encoded
+
+
+def _checksums_match(checksums: Path, files: list[Path]) -> bool:
+    """Arrow keeps no checksums of its own, and a damaged cache can crash its reader (an abort, not an error):
+    a token cache is read only when each of its files has the checksum written when it was made. A cache whose
+    making was stopped before the checksums were written is made again."""
+    try:
+        expected = json.loads(checksums.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(expected, dict) and sorted(expected) == [p.name for p in files] and all(
+        expected[p.name] == file_checksum(p) for p in files)
 
 
 def _first_line(error: Exception) -> str:

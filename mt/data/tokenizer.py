@@ -56,8 +56,8 @@ class Tokenizer:
         self.src_proto = src_proto
         self.tgt_proto = tgt_proto  # None: joint vocabulary
         self.scripts = tuple(scripts)
-        self.src = spm.SentencePieceProcessor(model_proto=src_proto)
-        self.tgt = self.src if tgt_proto is None else spm.SentencePieceProcessor(model_proto=tgt_proto)
+        self.src = _processor(src_proto)
+        self.tgt = self.src if tgt_proto is None else _processor(tgt_proto)
         self.normalize_src, self.normalize_tgt = (script_converter(s) for s in self.scripts)
 
     def __reduce__(self):  # datasets.map sends the tokenizer to its processes; OpenCC's converters don't pickle
@@ -161,10 +161,17 @@ def _train_bpe(texts: Iterable[str], config: TokenizerConfig) -> bytes:
     return model.getvalue()
 
 
+def _processor(proto: bytes, name: str = "a SentencePiece model") -> spm.SentencePieceProcessor:
+    try:
+        processor = spm.SentencePieceProcessor(model_proto=proto)
+    except RuntimeError:
+        processor = None
+    if processor is None or processor.get_piece_size() == 0:  # an empty proto loads, as a model of no pieces
+        raise MtError(f"{name}: not a SentencePiece model (damaged?)")
+    return processor
+
+
 def _read_model(path: Path) -> bytes:
     proto = path.read_bytes()
-    try:
-        spm.SentencePieceProcessor(model_proto=proto)
-    except RuntimeError:
-        raise MtError(f"{path}: not a SentencePiece model (damaged?)")
+    _processor(proto, str(path))
     return proto

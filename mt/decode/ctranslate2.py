@@ -13,7 +13,7 @@ from mt.core.device import has_int8_products
 from mt.core.errors import MtError
 from mt.data.tokenizer import BOS, PAD, Tokenizer
 from mt.decode.search import Hypothesis
-from mt.exchange.checkpoint import EXPORT_META_FILE, export_meta
+from mt.exchange.checkpoint import EXPORT_META_FILE, check_export_files, export_meta
 from mt.exchange.export import optional_package
 
 
@@ -38,6 +38,7 @@ class CTranslate2Engine:
         meta = export_meta(model_dir)
         if meta is None or meta["format"] != "ctranslate2":
             raise MtError(f"{model_dir}: not a CTranslate2 export of mt (make one with `mt export --ctranslate2`)")
+        check_export_files(model_dir, meta)
         self.config = config_from_dict(meta.get("config"), source=str(model_dir / EXPORT_META_FILE))
         self.facts = meta.get("facts", {})
         self.tokenizer = Tokenizer.load(model_dir, self.config.data.scripts())

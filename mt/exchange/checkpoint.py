@@ -13,15 +13,18 @@ kept); the resolved config; and the SentencePiece model(s) with their vocabulary
 
 from __future__ import annotations
 
+import _compat_pickle
+import importlib.util
 import io
 import json
 import pickle
-import zipfile
+import re
+import sys
 from pathlib import Path
 
 import torch
 
-from mt.core.atomic import CHECKPOINT, atomic_write_bytes, link_atomic
+from mt.core.atomic import CHECKPOINT, atomic_write_bytes, file_checksum, link_atomic
 from mt.config import Config, config_from_dict
 from mt.core.errors import MtError
 from mt.model.transformer import Transformer
@@ -37,20 +40,62 @@ def save_checkpoint(state: dict, path: Path) -> None:
 
 
 def load_checkpoint(path: Path) -> dict:
-    """Load with weights_only=True: a checkpoint can hold tensors and plain data, never code."""
+    """Load with weights_only=True: a checkpoint can hold tensors and plain data, never code. A file that names code
+    to run is refused as such; any other file torch cannot read is damaged (truncated, corrupt or not a checkpoint)."""
     path = Path(path)
     if not path.is_file():
         raise MtError(f"{path}: no such checkpoint")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        lines = [line for line in str(e).splitlines() if "GLOBAL" in line] or ["it is not weights and data"]
-        raise MtError(f"{path}: refused, it could run code: {lines[0].strip()}")
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as e:
-        raise MtError(f"{path}: not a readable checkpoint (truncated or corrupt: {str(e).splitlines()[0]})")
-    if not isinstance(state, dict) or "model" not in state or "config" not in state:
-        raise MtError(f"{path}: not an mt checkpoint")
+        if code := _code_named(str(e)):
+            raise MtError(f"{path}: refused, it could run code: it names {code}")
+        raise MtError(f"{path}: not a readable checkpoint (corrupt: {_first_line(e)})")
+    except Exception as e:  # damaged bytes reach torch's readers anywhere: IndexError, UnicodeDecodeError, …
+        raise MtError(f"{path}: not a readable checkpoint (truncated or corrupt: {_first_line(e)})")
+    if not _is_mt_state(state):
+        raise MtError(f"{path}: not an mt checkpoint (no model weights, config and tokenizer in it)")
     return state
+
+
+# torch's weights-only unpickler names the global it would not import: "Unsupported global: GLOBAL os.system …",
+# "… GLOBAL subprocess.Popen whose module subprocess is blocked". A damaged file makes it stop elsewhere (an
+# unknown opcode, a string too long) or name a global that does not exist ("torch._utils._rebuild_tenso2_v2").
+NAMED_GLOBAL = re.compile(r"GLOBAL ([A-Za-z_][\w.]*\w)\b")  # a builtin comes without its module: "GLOBAL exec"
+
+
+def _code_named(message: str) -> str | None:
+    """The code a weights-only load refused to import, from torch's message; None when it refused something else
+    or named code that does not exist here. The named module is not imported to find out: an imported module is
+    looked in, and another counts as code when it is installed."""
+    found = NAMED_GLOBAL.search(message.replace("Weights only load failed.", ""))
+    if not found:
+        return None
+    module, _, name = found.group(1).rpartition(".")
+    # pickle's protocol 2 (torch.save's) writes Python 2's names, "commands.Popen" for subprocess.Popen; the
+    # unpickler maps them back, and so does this
+    module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
+    module = _compat_pickle.IMPORT_MAPPING.get(module, module) or "builtins"
+    if module in sys.modules:
+        exists = hasattr(sys.modules[module], name)
+    else:
+        exists = importlib.util.find_spec(module.split(".")[0]) is not None
+    return f"{module}.{name}" if exists else None
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else type(error).__name__
+
+
+def _is_mt_state(state) -> bool:
+    """The parts every command reads: named weight tensors, the config mapping and the tokenizer's models."""
+    if not isinstance(state, dict) or not isinstance(state.get("config"), dict):
+        return False
+    model, tokenizer = state.get("model"), state.get("tokenizer")
+    return (isinstance(model, dict) and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in model.items())
+            and isinstance(tokenizer, dict) and isinstance(tokenizer.get("src"), bytes)
+            and isinstance(tokenizer.get("tgt"), (bytes, type(None))) and isinstance(tokenizer.get("vocab_hash"), str))
 
 
 def tokenizer_state(tokenizer: Tokenizer) -> dict:
@@ -60,7 +105,10 @@ def tokenizer_state(tokenizer: Tokenizer) -> dict:
 def tokenizer_from_state(state: dict, path: Path, scripts: tuple[str, str]) -> Tokenizer:
     """The checkpoint's own tokenizer, refused when it is not the one its vocabulary hash names (damaged)."""
     saved = state["tokenizer"]
-    tokenizer = Tokenizer(saved["src"], saved["tgt"], scripts)
+    try:
+        tokenizer = Tokenizer(saved["src"], saved["tgt"], scripts)
+    except MtError as e:
+        raise MtError(f"{path}: its tokenizer is damaged ({e})")
     if tokenizer.vocab_hash != saved["vocab_hash"]:
         raise MtError(f"{path}: the tokenizer inside does not match its vocabulary hash")
     return tokenizer
@@ -109,6 +157,21 @@ def export_meta(directory: Path) -> dict | None:
     except (OSError, ValueError):  # none, unreadable, not UTF-8 or not JSON (both ValueErrors)
         return None
     return meta if isinstance(meta, dict) and "format" in meta else None
+
+
+def check_export_files(directory: Path, meta: dict) -> None:
+    """Refuse an export whose files are not the ones `mt export` wrote (damaged, cut short, changed or missing);
+    an export made before mt.json listed its files is not checked."""
+    files = meta.get("files")
+    if files is None:
+        return
+    if not isinstance(files, dict):
+        raise MtError(f"{Path(directory) / EXPORT_META_FILE}: damaged (its list of files); export it again")
+    for name, checksum in files.items():
+        path = Path(directory) / str(name)
+        if not path.is_file() or file_checksum(path) != checksum:
+            raise MtError(f"{path}: {'damaged or changed' if path.is_file() else 'missing'} since `mt export` wrote "
+                          f"it (its checksum differs from mt.json's); export it again")
 
 
 def export_format(directory: Path) -> str | None:

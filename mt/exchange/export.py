@@ -13,7 +13,7 @@ from types import ModuleType
 from torch import nn
 
 from mt.config import Config, config_to_dict
-from mt.core.atomic import Kind
+from mt.core.atomic import Kind, file_checksum
 from mt.core.errors import MtError
 from mt.exchange.checkpoint import EXPORT_META_FILE, export_format
 from mt.model.transformer import MultiHeadAttention, PositionwiseFeedForward, Transformer
@@ -34,9 +34,11 @@ def export_kind(format: str, name: str) -> Kind:
 
 
 def write_meta(directory: Path, format: str, checkpoint: Path, config: Config, facts: dict) -> None:
-    """mt.json: marks `directory` as mt's export in `format`, and keeps the checkpoint it came from, the model's
-    config (languages, position table, decode settings) and its training facts (checkpoint.training_facts)."""
-    meta = {"format": format, "checkpoint": str(checkpoint), "config": config_to_dict(config), "facts": facts}
+    """mt.json, written last: marks `directory` as mt's export in `format`, and keeps the checkpoint it came from,
+    the model's config (languages, position table, decode settings), its training facts (checkpoint.training_facts)
+    and the checksum of every other file, by which a damaged file is found before a library reads it."""
+    meta = {"format": format, "checkpoint": str(checkpoint), "config": config_to_dict(config), "facts": facts,
+            "files": {path.name: file_checksum(path) for path in sorted(directory.iterdir()) if path.is_file()}}
     (directory / EXPORT_META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 

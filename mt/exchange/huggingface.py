@@ -51,8 +51,8 @@ def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None =
         marian.save_pretrained(staging)  # config.json, generation_config.json, model.safetensors
         save_tokenizer(tokenizer, config, staging, transformers)
         facts = training_facts(state)
-        write_meta(staging, "huggingface", checkpoint, config, facts)
         (staging / "README.md").write_text(model_card(config, tokenizer, facts, checkpoint, test), encoding="utf-8")
+        write_meta(staging, "huggingface", checkpoint, config, facts)
 
 
 def refuse_what_marian_cannot_express(config: Config) -> None:

@@ -104,6 +104,9 @@ def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> 
         for other in cache.glob("train*-sampled-*.arrow"):  # earlier epochs' segmentations
             if other.name not in current:
                 other.unlink()
+        for checksums in cache.glob("train*-sampled-*.sha256"):  # and their checksums
+            if not any(cache.glob(f"{checksums.stem}*.arrow")):
+                checksums.unlink()
         log.debug(f"epoch {epoch}: {len(rows):,} pairs segmented anew in {time.perf_counter() - start:.1f}s")
         return batches(encoded, rows)
 
