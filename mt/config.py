@@ -580,7 +580,12 @@ def _build(raw: Any, source: str, strict: bool = True) -> Config:
 
 def _dotted(loc: tuple) -> str:
     """pydantic's location of a value → its key: ("data", "extra_train", 1, "path") → data.extra_train[1].path"""
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{_printable(part)}" for part in loc).lstrip(".")
+
+
+def _printable(key: Any) -> str:
+    """A key as it can be shown on one line: quoted with escapes when it holds a line break or a control."""
+    return str(key) if str(key).isprintable() else repr(str(key))
 
 
 def _message(error: dict) -> str:

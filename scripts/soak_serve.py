@@ -168,6 +168,10 @@ def report(result: dict, sampler: Sampler, start_rss: float, end_rss: float, sec
           f"end {end_rss:,.0f}, max {max_rss:,.0f}")
     print(f"growth after warm-up: end {100 * (end_rss / warm['rss'] - 1):+.1f}%, "
           f"max {100 * (max(after_warm) / warm['rss'] - 1):+.1f}%")
+    # A single sample can land between batches, below the level: peak against peak tells growth from a plateau
+    warm_peak = max(mb for s, _, mb in sampler.rows if s <= warm["seconds"])
+    print(f"peak after warm-up {max(after_warm):,.0f} MB against the warm-up's peak {warm_peak:,.0f} MB: "
+          f"{100 * (max(after_warm) / warm_peak - 1):+.1f}%")
     settled = len(done) - warm["count"]  # after warm-up: the steadiest rate a short run gives
     print(f"after warm-up: {settled / (done[-1][0] - done[warm['count'] - 1][0]):.1f} req/s")
     print(f"first window: {per[0]['rps']:.1f} req/s, p50 {1000 * per[0]['p50']:.0f} ms, "
@@ -219,8 +223,9 @@ def main() -> None:
     report(result, sampler, start_rss, end_rss, seconds, args)
     csv_path = args.csv or args.plot.with_suffix(".csv")
     write_csv(csv_path, sampler.rows)
+    options = " ".join(server_options) or "defaults"
     plot(args.plot, sampler.rows, result["warm"].get("seconds"),
-         f"mt serve: {len(result['done']):,} requests, {args.clients} clients, {' '.join(server_options) or 'defaults'}")
+         f"mt serve: {len(result['done']):,} requests, {args.clients} clients, {options}")
     print(f"wrote {csv_path} and {args.plot}")
 
 

@@ -276,7 +276,7 @@ def check_checkpoint(world: World, recipe: list) -> None:
         for args in (["info", "model.pt"], ["translate", "--checkpoint", "model.pt", "我爱你。"]):
             outcome = one_line_or_success(mt_cli(args, work), f"mt {args[0]}")
             if "could run code" in outcome.stderr:
-                raise Failure(f"a damaged file called code: {outcome.stderr}")
+                raise Failure(f"a damaged file was refused as code: {outcome.stderr}")
     if [p.name for p in work.iterdir()] != ["model.pt"]:
         raise Failure(f"mt translate left files: {sorted(p.name for p in work.iterdir())}")
 
@@ -450,8 +450,8 @@ def check_ct2_export(world: World, example) -> None:
     work = workdir(world)
     damaged_copy(world.ct2, work, example)
     with writes_only(world.root, lambda name: name.startswith("work/")):
-        one_line_or_success(mt_cli(["translate", "--engine", "ctranslate2", "--checkpoint", "ct2", "我爱你。"], work),
-                            "mt translate --engine ctranslate2")
+        args = ["translate", "--engine", "ctranslate2", "--checkpoint", "ct2", "我爱你。"]
+        one_line_or_success(mt_cli(args, work), "mt translate --engine ctranslate2")
 
 
 def check_hf_export(world: World, example) -> None:
@@ -544,8 +544,8 @@ def requests(world: World) -> st.SearchStrategy[dict]:
                       st.dictionaries(st.text(max_size=5), text, max_size=2))
     fields = st.fixed_dictionaries({}, optional={
         "q": value, "source": st.one_of(st.sampled_from(["zh", "en", "auto", ""]), value),
-        "target": st.one_of(st.sampled_from(["en", "zh"]), value), "format": st.one_of(st.sampled_from(["text", "html"]),
-                                                                                      value),
+        "target": st.one_of(st.sampled_from(["en", "zh"]), value),
+        "format": st.one_of(st.sampled_from(["text", "html"]), value),
         "alternatives": st.one_of(st.integers(-2, 20), value), "api_key": value, "beam_size": value, "n_best": value})
     upload = st.tuples(st.one_of(st.sampled_from(["a.txt", "a.html", "a.srt", "a.docx", "a", "../a.txt"]),
                                  st.text(max_size=10)),

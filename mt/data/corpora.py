@@ -215,8 +215,8 @@ def encode_corpus(pairs: datasets.Dataset, tokenizer: Tokenizer, cache_dir: Path
     checksums = cache_dir / f"{name}-{key}.sha256"
     cached = sorted(cache_dir.glob(f"{name}-{key}*.arrow"))  # with num_proc, one file per process
     if cached and not _checksums_match(checksums, cached):
-        log.warning(f"{cached[0]}: the token cache is damaged or incomplete (its checksums differ); rebuilding it "
-                    f"from the corpus")
+        log.warning(f"{cached[0]}: the token cache is damaged or incomplete (its checksums are missing or "
+                    f"differ); rebuilding it from the corpus")
         for path in cached:
             path.unlink()
     encoded = pairs.map(encode, batched=True, batch_size=2000, with_indices=True, cache_file_name=str(cache_file),

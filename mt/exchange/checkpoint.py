@@ -66,8 +66,7 @@ NAMED_GLOBAL = re.compile(r"GLOBAL ([A-Za-z_][\w.]*\w)\b")  # a builtin comes wi
 
 def _code_named(message: str) -> str | None:
     """The code a weights-only load refused to import, from torch's message; None when it refused something else
-    or named code that does not exist here. The named module is not imported to find out: an imported module is
-    looked in, and another counts as code when it is installed."""
+    or named code that does not exist here."""
     found = NAMED_GLOBAL.search(message.replace("Weights only load failed.", ""))
     if not found:
         return None
@@ -76,11 +75,19 @@ def _code_named(message: str) -> str | None:
     # unpickler maps them back, and so does this
     module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
     module = _compat_pickle.IMPORT_MAPPING.get(module, module) or "builtins"
+    return f"{module}.{name}" if _exists(module, name) else None
+
+
+def _exists(module: str, name: str) -> bool:
+    """Whether `module.name` is code installed here, importing nothing new: an imported module is looked in; a
+    module of an imported package is looked for; another counts when its top-level package is installed."""
     if module in sys.modules:
-        exists = hasattr(sys.modules[module], name)
-    else:
-        exists = importlib.util.find_spec(module.split(".")[0]) is not None
-    return f"{module}.{name}" if exists else None
+        return hasattr(sys.modules[module], name)
+    parent = module.rpartition(".")[0]
+    try:
+        return importlib.util.find_spec(module if parent in sys.modules else module.split(".")[0]) is not None
+    except (ImportError, ValueError):  # a parent that is no package, a name that is no module name
+        return False
 
 
 def _first_line(error: Exception) -> str:
@@ -93,8 +100,9 @@ def _is_mt_state(state) -> bool:
     if not isinstance(state, dict) or not isinstance(state.get("config"), dict):
         return False
     model, tokenizer = state.get("model"), state.get("tokenizer")
-    return (isinstance(model, dict) and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in model.items())
-            and isinstance(tokenizer, dict) and isinstance(tokenizer.get("src"), bytes)
+    weights = isinstance(model, dict) and all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                              for k, v in model.items())
+    return (weights and isinstance(tokenizer, dict) and isinstance(tokenizer.get("src"), bytes)
             and isinstance(tokenizer.get("tgt"), (bytes, type(None))) and isinstance(tokenizer.get("vocab_hash"), str))
 
 
@@ -165,10 +173,10 @@ def check_export_files(directory: Path, meta: dict) -> None:
     files = meta.get("files")
     if files is None:
         return
-    if not isinstance(files, dict):
+    if not isinstance(files, dict) or any(Path(str(name)).name != name for name in files):  # names, not paths
         raise MtError(f"{Path(directory) / EXPORT_META_FILE}: damaged (its list of files); export it again")
     for name, checksum in files.items():
-        path = Path(directory) / str(name)
+        path = Path(directory) / name
         if not path.is_file() or file_checksum(path) != checksum:
             raise MtError(f"{path}: {'damaged or changed' if path.is_file() else 'missing'} since `mt export` wrote "
                           f"it (its checksum differs from mt.json's); export it again")
