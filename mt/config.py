@@ -24,7 +24,7 @@ import yaml
 from pydantic import BeforeValidator, ConfigDict, Field, Strict, TypeAdapter, ValidationError
 
 from mt.core.atomic import atomic_write_bytes
-from mt.core.errors import MtError
+from mt.core.errors import MtError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,10 @@ class TokenizerConfig:
 # Each filter is a section of its own, named by its `filter` key; mt/clean/filters.py holds the function of each.
 
 class Filter:
-    """What every filter section has: its range checks, (ok, key, why) each; none unless it says."""
+    """What every filter section has: pydantic's checks of a section, and its range checks, (ok, key, why) each;
+    none unless it says."""
+
+    __pydantic_config__ = SECTION
 
     def checks(self) -> list[tuple[bool, str, str]]:
         return []
@@ -140,8 +143,6 @@ class Filter:
 class LengthFilter(Filter):
     """length: a pair with a side of fewer or more characters than these. (Length in pieces is bounded by
     data.max_len, after tokenising.)"""
-
-    __pydantic_config__ = SECTION
 
     filter: Literal["length"] = key("length", "The filter.")
     min_chars: Int = key(1, "Fewest characters on a side (spaces at its ends not counted).")
@@ -157,8 +158,6 @@ class RatioFilter(Filter):
     corpus's median ratio, or less than its 1/max_factor. The median makes one bound fit every language pair
     (zh→en: about 3 English characters per Chinese one)."""
 
-    __pydantic_config__ = SECTION
-
     filter: Literal["ratio"] = key("ratio", "The filter.")
     max_factor: Float = key(3.0, "How far a pair's ratio may be from the median, as a factor either way.")
     min_chars: Int = key(12, "Pairs whose longer side has fewer characters are kept: short pairs vary most.")
@@ -173,8 +172,6 @@ class CopyFilter(Filter):
     """copy: a target that is its source copied, or nearly (a normalised similarity of max_similarity or more:
     case, width, punctuation and spaces ignored)."""
 
-    __pydantic_config__ = SECTION
-
     filter: Literal["copy"] = key("copy", "The filter.")
     max_similarity: Float = key(0.8, "difflib's similarity ratio of the two normalised sides, from 0 to 1.")
 
@@ -186,8 +183,6 @@ class CopyFilter(Filter):
 class ScriptFilter(Filter):
     """script: a side with less than min_share of its letters in its language's writing system (Han for Chinese,
     Latin for English): the wrong language, swapped sides, or markup."""
-
-    __pydantic_config__ = SECTION
 
     filter: Literal["script"] = key("script", "The filter.")
     min_share: Float = key(0.5, "The smallest share of a side's letters in its writing system.")
@@ -202,8 +197,6 @@ class ScriptFilter(Filter):
 class NumbersFilter(Filter):
     """numbers: a number of min_digits or more digits on one side only (smaller ones are often spelt out)."""
 
-    __pydantic_config__ = SECTION
-
     filter: Literal["numbers"] = key("numbers", "The filter.")
     min_digits: Int = key(2, "The fewest digits of a number that must appear on both sides.")
 
@@ -215,28 +208,20 @@ class NumbersFilter(Filter):
 class UrlsFilter(Filter):
     """urls: a URL or e-mail address on one side only, or different ones on the two sides."""
 
-    __pydantic_config__ = SECTION
-
     filter: Literal["urls"] = key("urls", "The filter.")
-
 
 
 @dataclass
 class DuplicatesFilter(Filter):
     """duplicates: a pair seen before in the corpus (spaces at the ends and doubled inside ignored)."""
 
-    __pydantic_config__ = SECTION
-
     filter: Literal["duplicates"] = key("duplicates", "The filter.")
-
 
 
 @dataclass
 class DuplicateSourcesFilter(Filter):
     """duplicate_sources: a source seen `keep` times before with other targets. Not among the defaults: a
     hand-made corpus such as Tatoeba gives a fifth of its sentences several translations, all good."""
-
-    __pydantic_config__ = SECTION
 
     filter: Literal["duplicate_sources"] = key("duplicate_sources", "The filter.")
     keep: Int = key(1, "Pairs kept per source, the first ones in the corpus.")
@@ -250,10 +235,7 @@ class LangidFilter(Filter):
     """langid: a side that py3langid (its model ships inside the package: `pip install 'mt[langid]'`) identifies as
     another language than the side's. Not among the defaults: it removes good short sentences."""
 
-    __pydantic_config__ = SECTION
-
     filter: Literal["langid"] = key("langid", "The filter.")
-
 
 
 @dataclass
@@ -261,8 +243,6 @@ class CrossEntropyFilter(Filter):
     """cross_entropy: dual conditional cross-entropy (Junczys-Dowmunt, 2018): with H(y|x) the forward model's and
     H(x|y) the reverse model's cross-entropy per token, a pair scores |H(y|x) − H(x|y)| + (H(y|x) + H(x|y)) / 2
     (H(y|x) alone without a reverse model); the pairs scoring lowest are kept."""
-
-    __pydantic_config__ = SECTION
 
     filter: Literal["cross_entropy"] = key("cross_entropy", "The filter.")
     forward: str = key("", "A checkpoint translating source → target.")
@@ -491,7 +471,7 @@ def load_config(paths: list[str | Path] = (), overrides: list[str] = (), run_dir
         try:
             update: dict = {keys[-1]: yaml.safe_load(value)}
         except yaml.YAMLError as e:
-            raise MtError(f"--set {item!r}: the value is not valid YAML ({str(e).splitlines()[0]})")
+            raise MtError(f"--set {item!r}: the value is not valid YAML ({first_line(e)})")
         for part in reversed(keys[:-1]):
             update = {part: update}
         _merge(raw, update)
@@ -515,7 +495,7 @@ def _read_yaml(path: Path) -> dict:
     try:
         raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
-        raise MtError(f"{path}: not valid YAML ({str(e).splitlines()[0]})")
+        raise MtError(f"{path}: not valid YAML ({first_line(e)})")
     if not isinstance(raw, dict):
         raise MtError(f"{path}: a config must be a YAML mapping of sections")
     return raw

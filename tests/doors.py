@@ -17,6 +17,7 @@ import functools
 import io
 import json
 import os
+import shutil
 import signal
 import sys
 import traceback
@@ -118,16 +119,24 @@ def mt_cli(args: list[str], cwd: Path, stdin: bytes = b"") -> Outcome:
     sys.stdout, sys.stderr = out, err
     os.chdir(cwd)
     try:
-        with bounded(BOUND_SECONDS):
-            status = run(args)
-    except Hang:
-        raise Failure(f"mt {' '.join(args)}: still running after {BOUND_SECONDS} s")
-    except BaseException:
-        raise Failure(f"mt {' '.join(args)}: a traceback\n{traceback.format_exc()}")
+        status = guarded(lambda: run(args), f"mt {' '.join(args)}")
     finally:
         os.chdir(here)
         sys.stdin, sys.stdout, sys.stderr = saved
     return Outcome(status, out.getvalue(), err.getvalue())
+
+
+def guarded(call: Callable[[], object], what: str):
+    """`call()` within BOUND_SECONDS; a hang or an exception (other than a Failure) is a Failure."""
+    try:
+        with bounded(BOUND_SECONDS):
+            return call()
+    except Failure:
+        raise
+    except Hang:
+        raise Failure(f"{what}: still running after {BOUND_SECONDS} s")
+    except BaseException:
+        raise Failure(f"{what}: a traceback\n{traceback.format_exc()}")
 
 
 def one_line_or_success(outcome: Outcome, what: str) -> Outcome:
@@ -157,8 +166,6 @@ def writes_only(root: Path, allowed: Callable[[str], bool]) -> Iterator[None]:
 
 def workdir(world: World) -> Path:
     """A fresh directory for one example's files; its earlier content is removed."""
-    import shutil
-
     path = world.root / "work"
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir()
@@ -355,18 +362,17 @@ def check_sets(world: World, sets: list[str]) -> None:
 
 
 def loaded(load: Callable[[], object], what: str) -> None:
+    """`load` returns, or raises a one-line MtError."""
     from mt.core.errors import MtError
 
-    try:
-        with bounded(BOUND_SECONDS):
+    def attempt() -> None:
+        try:
             load()
-    except MtError as e:
-        if "\n" in str(e):
-            raise Failure(f"{what}: an error of several lines: {e}")
-    except Hang:
-        raise Failure(f"{what}: still loading after {BOUND_SECONDS} s")
-    except BaseException:
-        raise Failure(f"{what}: a traceback\n{traceback.format_exc()}")
+        except MtError as e:
+            if "\n" in str(e):
+                raise Failure(f"{what}: an error of several lines: {e}")
+
+    guarded(attempt, what)
 
 
 CONFIG_KEYS = {"model": ["d_model", "num_heads", "d_ff", "dropout", "norm", "max_positions"],
@@ -400,8 +406,6 @@ def set_strings(world: World) -> st.SearchStrategy[list[str]]:
 
 def check_token_cache(world: World, recipe: list) -> None:
     """A damaged token cache (RUN/cache/*.arrow) under `mt prepare` of the same run."""
-    import shutil
-
     work = workdir(world)
     run = shutil.copytree(world.run, work / "run", ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
     for cached in sorted((run / "cache").glob("train*.arrow")):
@@ -435,8 +439,6 @@ def export_files(directory: Path) -> st.SearchStrategy[list]:
 
 
 def damaged_copy(directory: Path, work: Path, example: list) -> Path:
-    import shutil
-
     copy = shutil.copytree(directory, work / directory.name)
     name, recipe = example
     if recipe is None:

@@ -25,7 +25,7 @@ from mt.clean.filters import CORPUS_FILTERS, ROW_FILTERS, Langid, row_columns
 from mt.clean.normalise import writing_system
 from mt.config import CorpusConfig, CrossEntropyFilter, DataConfig, ScriptFilter
 from mt.core.atomic import atomic_write_bytes
-from mt.core.errors import MtError
+from mt.core.errors import MtError, first_line
 from mt.data.corpora import take_rows, texts_at
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def _read_cached(path: Path, pairs: int, steps: int) -> tuple[np.ndarray, int] |
             return reasons, contaminated
         problem = "its reasons do not fit the corpus"
     except Exception as e:  # damaged bytes reach numpy's zip and array readers anywhere
-        problem = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        problem = first_line(e)
     log.warning(f"{path}: the cleaning cache is damaged ({problem}); cleaning again")
     path.unlink()
     return None

@@ -10,3 +10,8 @@ class MtError(Exception):
     def __init__(self, message: str, exit_code: int = 2):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def first_line(error: Exception) -> str:
+    """An exception's message as one line for an MtError about it: its first line, or its type when it has none."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]

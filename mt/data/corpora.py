@@ -20,7 +20,7 @@ from datasets.table import InMemoryTable
 
 from mt.config import CorpusConfig, DataConfig
 from mt.core.atomic import atomic_write_bytes, file_checksum
-from mt.core.errors import MtError
+from mt.core.errors import MtError, first_line
 from mt.core.lines import read_lines, read_text_column
 from mt.data.tokenizer import Sampling, Tokenizer
 
@@ -98,7 +98,7 @@ def _read_hub(corpus: CorpusConfig, data: DataConfig, split: str) -> datasets.Da
         dataset = datasets.load_dataset(corpus.hub, corpus.hub_config or None, split=corpus.split)
     except Exception as e:  # network, unknown name or split: datasets raises many kinds
         raise MtError(f"config key data.{split}.hub: cannot load {corpus.hub!r} "
-                      f"(config {corpus.hub_config!r}, split {corpus.split!r}): {_first_line(e)}", exit_code=1)
+                      f"(config {corpus.hub_config!r}, split {corpus.split!r}): {first_line(e)}", exit_code=1)
     return _select_fields(dataset, corpus, data, f"hub dataset {corpus.hub}")
 
 
@@ -219,9 +219,10 @@ def encode_corpus(pairs: datasets.Dataset, tokenizer: Tokenizer, cache_dir: Path
                     f"differ); rebuilding it from the corpus")
         for path in cached:
             path.unlink()
+        cached = []
     encoded = pairs.map(encode, batched=True, batch_size=2000, with_indices=True, cache_file_name=str(cache_file),
                         new_fingerprint=key, load_from_cache_file=True, num_proc=processes)
-    if not (cached and checksums.exists()):
+    if not cached:  # made now
         files = sorted(cache_dir.glob(f"{name}-{key}*.arrow"))
         atomic_write_bytes(checksums, json.dumps({p.name: file_checksum(p) for p in files}).encode("utf-8"))
     return encoded
@@ -237,10 +238,6 @@ def _checksums_match(checksums: Path, files: list[Path]) -> bool:
         return False
     return isinstance(expected, dict) and sorted(expected) == [p.name for p in files] and all(
         expected[p.name] == file_checksum(p) for p in files)
-
-
-def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _batch_sampling(sampling: Sampling | None, first_row: int, side: int) -> Sampling | None:

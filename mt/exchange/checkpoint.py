@@ -26,7 +26,7 @@ import torch
 
 from mt.core.atomic import CHECKPOINT, atomic_write_bytes, file_checksum, link_atomic
 from mt.config import Config, config_from_dict
-from mt.core.errors import MtError
+from mt.core.errors import MtError, first_line
 from mt.model.transformer import Transformer
 from mt.data.tokenizer import PAD, Tokenizer
 
@@ -50,9 +50,9 @@ def load_checkpoint(path: Path) -> dict:
     except pickle.UnpicklingError as e:
         if code := _code_named(str(e)):
             raise MtError(f"{path}: refused, it could run code: it names {code}")
-        raise MtError(f"{path}: not a readable checkpoint (corrupt: {_first_line(e)})")
+        raise MtError(f"{path}: not a readable checkpoint (corrupt: {first_line(e)[:200]})")
     except Exception as e:  # damaged bytes reach torch's readers anywhere: IndexError, UnicodeDecodeError, …
-        raise MtError(f"{path}: not a readable checkpoint (truncated or corrupt: {_first_line(e)})")
+        raise MtError(f"{path}: not a readable checkpoint (truncated or corrupt: {first_line(e)[:200]})")
     if not _is_mt_state(state):
         raise MtError(f"{path}: not an mt checkpoint (no model weights, config and tokenizer in it)")
     return state
@@ -88,11 +88,6 @@ def _exists(module: str, name: str) -> bool:
         return importlib.util.find_spec(module if parent in sys.modules else module.split(".")[0]) is not None
     except (ImportError, ValueError):  # a parent that is no package, a name that is no module name
         return False
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:200] if text else type(error).__name__
 
 
 def _is_mt_state(state) -> bool:
