@@ -25,6 +25,7 @@ from mt.config import DecodeConfig, Device, Engine, Keep, ServeConfig, flag_of, 
 from mt.core.console import setup_logging
 from mt.core.errors import MtError
 from mt.core.memory import use_huge_pages
+from mt.core.openmp import load_ctranslate2_first, without_a_thread_team
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +51,17 @@ EnsembleOption = Annotated[Optional[list[Path]], typer.Option(
 WeightsOption = Annotated[Optional[list[float]], typer.Option(
     "--weights", help="With several --checkpoint: each model's weight in the ensemble, in order (repeatable; "
     "default equal).")]
+
+
+def _engine_chosen(engine: Engine) -> Engine:
+    if engine == "ctranslate2":  # while parsing, before the command loads torch
+        load_ctranslate2_first()
+    return engine
+
+
 EngineOption = Annotated[Engine, typer.Option(
     "--engine", help="mt, or ctranslate2 to use a model made by `mt export --ctranslate2 DIR` "
-    "(--checkpoint DIR; default: the latest run's ctranslate2/).")]
+    "(--checkpoint DIR; default: the latest run's ctranslate2/).", callback=_engine_chosen)]
 ComputeTypeOption = Annotated[str, typer.Option(
     "--compute-type", help="With --engine ctranslate2: CTranslate2's compute type (default, float32, int8, "
     "int8_float32, int16, float16, bfloat16, …; default: the export's own). auto: int8 on a CPU with 8-bit "
@@ -495,7 +504,8 @@ def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", comp
 
     limits.checked()
     keys = read_api_keys(api_keys) if api_keys else frozenset()
-    translator = load_translator(checkpoint, device, engine, compute_type=compute_type)
+    with without_a_thread_team():  # the worker thread decodes; this one only loads
+        translator = load_translator(checkpoint, device, engine, compute_type=compute_type)
     translator.config.decode = translator.decode.replace(DECODE_FLAGS, **decode)  # the server's defaults
     if translator.decode.beam_size > limits.max_beam:
         raise MtError(f"beam {translator.decode.beam_size} (--beam, or the checkpoint's decode.beam_size): over "

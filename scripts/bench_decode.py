@@ -219,9 +219,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         from mt.core.memory import use_huge_pages
+        from mt.core.openmp import load_ctranslate2_first
 
-        use_huge_pages()  # as the `mt` command does
         workload, engine = args.child
+        use_huge_pages()  # as the `mt` command does, and as it loads CTranslate2 for --engine ctranslate2
+        if engine != "mt":
+            load_ctranslate2_first()
         rows = synthetic(engine) if workload == "synthetic" else real(engine, args.checkpoint, args.sentences)
         print(json.dumps(rows))
         return

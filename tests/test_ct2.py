@@ -3,7 +3,9 @@ its own output limit, and in int8 where asked or where the CPU multiplies 8-bit 
 that is not an export is refused in one line."""
 
 import json
+import platform
 import re
+import subprocess
 import sys
 
 import pytest
@@ -13,6 +15,7 @@ from mt.exchange.checkpoint import save_checkpoint, tokenizer_state
 from mt.config import Config, ModelConfig, config_to_dict
 from mt.decode.ctranslate2 import compute_type
 from mt.exchange.ctranslate2 import export_ctranslate2
+from mt.core import device
 from mt.core.errors import MtError
 from mt.model.transformer import Transformer
 from mt.data.tokenizer import PAD
@@ -68,13 +71,29 @@ def test_each_sentence_is_searched_within_its_own_output_limit(beam, tokenizer, 
         assert [t.score for t in theirs] == pytest.approx([h.score for h in ours], abs=1e-4)
 
 
-@pytest.mark.parametrize("vnni, expected", [(True, "int8"), (False, "default")])
-def test_auto_compute_type_is_int8_only_on_a_cpu_with_8_bit_products(monkeypatch, vnni, expected):
+@pytest.mark.parametrize("vnni, vendor, expected", [(True, "GenuineIntel", "int8"), (True, "AuthenticAMD", "default"),
+                                                   (False, "GenuineIntel", "default")])
+def test_auto_compute_type_is_int8_only_where_int8_decodes_faster(monkeypatch, vnni, vendor, expected):
     monkeypatch.setattr(torch.cpu, "_is_vnni_supported", lambda: vnni)
+    monkeypatch.setattr(device, "cpu_vendor", lambda: vendor)
     assert compute_type("auto", torch.device("cpu")) == expected
     assert compute_type("float32", torch.device("cpu")) == "float32"
     monkeypatch.delattr(torch.cpu, "_is_vnni_supported")  # a torch that cannot say: the export's own type
     assert compute_type("auto", torch.device("cpu")) == "default"
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="an x86 CPU's vendor")
+def test_the_cpu_vendor_is_read_from_the_machine():
+    assert device.cpu_vendor() in ("GenuineIntel", "AuthenticAMD")
+
+
+def test_translating_with_ctranslate2_loads_it_before_torch_so_that_it_keeps_its_own_threads(tokenizer, tmp_path):
+    export_ctranslate2(untrained_checkpoint(tokenizer, tmp_path / "model.pt"), tmp_path / "ct2")
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "mt", "translate", "--engine", "ctranslate2",
+                           "--checkpoint", str(tmp_path / "ct2"), "我爱你"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    finished = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert finished.index("ctranslate2") < finished.index("torch")  # a package's line ends its import
 
 
 def test_compute_type_reaches_ctranslate2_and_a_wrong_one_is_one_line(trained_runs, tokenizer, corpus_dir, tmp_path):

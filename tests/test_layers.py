@@ -11,7 +11,7 @@ PACKAGES = [  # bottom up: text → pieces → ids → batches → model → sea
 ]
 
 MODULES = {  # bottom up inside each package
-    "core": [{"errors", "memory"}, {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_lock"},
+    "core": [{"errors", "memory", "openmp"}, {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_lock"},
              {"device"}],
     "data": [{"tokenizer"}, {"corpora"}, {"batching"}],
     "model": [{"dropout"}, {"transformer"}],

@@ -731,3 +731,25 @@ def test_the_page_translates_a_file_into_a_download_link(page, offline):
     page.wait_for_selector("a#download")
     assert page.inner_text("a#download") == "notes_en.txt"
     assert httpx.get(page.get_attribute("a#download", "href")).content == f"{offline['我爱你']}\n".encode()
+
+
+@pytest.mark.parametrize("alone", [True, False])
+def test_the_server_loads_its_model_without_starting_threads_beside_the_workers(trained_runs, alone):
+    """mt serve loads the model on the main thread and decodes on its worker: the main thread must start no OpenMP
+    team of its own, or libgomp (counting both teams' threads, more than the cores) stops spinning its workers."""
+    checkpoint = trained_runs[0] / "checkpoints" / "best.pt"
+    code = f"""
+import contextlib, os, torch
+from mt.core.openmp import without_a_thread_team
+from mt.decode.translator import load_translator
+torch.set_num_threads(2)
+threads = len(os.listdir("/proc/self/task"))
+with without_a_thread_team() if {alone} else contextlib.nullcontext():
+    translator = load_translator({str(checkpoint)!r}, "cpu")
+    torch.randn(512, 512) @ torch.randn(512, 512)
+print(len(os.listdir("/proc/self/task")) - threads, torch.get_num_threads())
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    started, threads = map(int, done.stdout.split())
+    assert threads == 2 and (started == 0) == alone

@@ -13,12 +13,13 @@ from torch import nn
 from conftest import tiny_config, tiny_model, tiny_yaml
 from mt.data.batching import make_batch
 from mt.exchange.checkpoint import load_checkpoint, load_model, save_checkpoint
-from mt.config import Config, load_config
+from mt.config import Config, TrainConfig, load_config
 from mt.core.errors import MtError
 from mt.train.prepare import prepare_data
 from mt.decode.search import Searcher
 from mt.data.tokenizer import PAD, UNK
 from mt.train.loop import train
+from mt.train.progress import Progress
 from mt.train.trainer import inverse_sqrt_lr
 from mt.decode.translator import Translator, load_translator
 
@@ -47,6 +48,19 @@ def test_learning_rate_schedule_is_the_papers():
     assert inverse_sqrt_lr(warmup - 1, d, warmup) < peak > inverse_sqrt_lr(warmup + 1, d, warmup)
     assert inverse_sqrt_lr(4 * warmup, d, warmup) == pytest.approx(peak / 2)
     assert inverse_sqrt_lr(10, d, warmup, scale=2.0) == pytest.approx(2 * inverse_sqrt_lr(10, d, warmup))
+
+
+def test_under_a_time_budget_the_progress_bar_counts_to_the_update_where_time_runs_out(tmp_path):
+    budget = TrainConfig(max_steps=1_000_000, max_minutes=1.0)
+    progress = Progress(tmp_path, budget, step=0, main=False)
+    progress.started -= 30  # 100 updates in the first 30 s of 60: the time runs out near update 200
+    progress.update(loss=2.0, tokens=1000)
+    progress.log(100, lr=1e-3)
+    assert 195 <= progress.bar.total <= 205
+    unbounded = Progress(tmp_path, TrainConfig(max_steps=1000), step=0, main=False)
+    unbounded.update(loss=2.0, tokens=1000)
+    unbounded.log(100, lr=1e-3)
+    assert unbounded.bar.total == 1000  # max_steps alone: the bar counts to it
 
 
 def twenty_pairs(corpus_dir, tokenizer) -> tuple[list[str], list[str]]:

@@ -1,5 +1,7 @@
 """train.device / --device (auto, cpu, cuda) → torch.device, with a clear error when CUDA is asked for but absent;
-and whether the device has native bf16, or 8-bit integer products."""
+and whether the device has native bf16, or decodes faster in int8."""
+
+import platform
 
 import torch
 
@@ -24,10 +26,25 @@ def has_native_bf16(device: torch.device) -> bool:
     return device.type == "cpu" and _cpu_has("_is_avx512_bf16_supported", "_is_amx_tile_supported")
 
 
-def has_int8_products(device: torch.device) -> bool:
-    """Whether a CPU multiplies 8-bit integers in hardware (VNNI: AVX512-VNNI or AVX-VNNI, Intel Cascade Lake and
-    Alder Lake on, AMD Zen 4 on), where CTranslate2's int8 decoding outruns its float32; without VNNI it does not."""
-    return device.type == "cpu" and _cpu_has("_is_vnni_supported")
+def int8_decodes_faster(device: torch.device) -> bool:
+    """Whether CTranslate2 decodes faster in int8 than in float32 here: on an Intel CPU that multiplies 8-bit
+    integers in hardware (VNNI: AVX512-VNNI or AVX-VNNI, Cascade Lake and Alder Lake on), where CTranslate2 multiplies
+    with Intel's MKL. On other CPUs it multiplies with oneDNN, whose int8 products are slower than its float32 ones
+    even with VNNI (AMD Zen 4 on), and without VNNI int8 is slower everywhere (figures: docs/benchmarks.md)."""
+    return device.type == "cpu" and _cpu_has("_is_vnni_supported") and cpu_vendor() == "GenuineIntel"
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor string as cpuid gives it (GenuineIntel, AuthenticAMD, …), read from Linux's /proc/cpuinfo
+    or the platform's processor name; "" when neither says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return next((v for v in ("GenuineIntel", "AuthenticAMD") if v in platform.processor()), "")
 
 
 def _cpu_has(*checks: str) -> bool:

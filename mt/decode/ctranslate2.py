@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from mt.config import DecodeConfig, config_from_dict
-from mt.core.device import has_int8_products
+from mt.core.device import int8_decodes_faster
 from mt.core.errors import MtError
 from mt.data.tokenizer import BOS, PAD, Tokenizer
 from mt.decode.search import Hypothesis
@@ -18,12 +18,12 @@ from mt.exchange.export import optional_package
 
 
 def compute_type(requested: str, device: torch.device) -> str:
-    """CTranslate2's compute type for --compute-type: auto is int8 (weights quantised as the model loads) on a CPU
-    that multiplies 8-bit integers in hardware, where int8 decodes faster than float32 at a small cost in quality
-    (figures: docs/benchmarks.md); elsewhere the export's own type ("default")."""
+    """CTranslate2's compute type for --compute-type: auto is int8 (weights quantised as the model loads) where int8
+    decodes faster than float32, at a small cost in quality (figures: docs/benchmarks.md); elsewhere the export's
+    own type ("default")."""
     if requested != "auto":
         return requested
-    return "int8" if has_int8_products(device) else "default"
+    return "int8" if int8_decodes_faster(device) else "default"
 
 
 class CTranslate2Engine:

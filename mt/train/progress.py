@@ -44,6 +44,8 @@ class Progress:
         if not self.estimated:
             self.estimated = True
             self._estimate(step, tok_s)
+        if self.max_minutes:
+            self._count_budget(step)
         self.bar.set_postfix(loss=f"{self.smoothed:.3f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:,.0f}")
         if self.training_log is not None:
             self.training_log.write(step, {"loss": self.smoothed, "lr": lr, "tok_s": tok_s})
@@ -57,6 +59,15 @@ class Progress:
             left, bound = 60 * self.max_minutes - elapsed, " (train.max_minutes)"
         duration = f"{left:.0f} s" if left < 90 else f"{left / 60:.0f} min"
         log.info(f"about {duration} to go{bound}, at {tok_s:,.0f} target tokens/s; validations add to it")
+
+    def _count_budget(self, step: int) -> None:
+        """Under train.max_minutes the bar's total is the update at which the time runs out at the speed so far
+        (validations included), when that comes before max_steps: its percentage and time left are the budget's."""
+        elapsed = time.perf_counter() - self.started
+        rate = (step - self.first_step) / max(elapsed, 1e-9)
+        expected = step + round(rate * max(60 * self.max_minutes - elapsed, 0))
+        self.bar.total = min(self.max_steps, max(expected, step))
+        self.bar.refresh()
 
     def validated(self, step: int, dev: dict, path: Path) -> None:
         log.info(f"step {step}: dev loss {dev['dev_loss']:.3f} ppl {dev['dev_ppl']:.1f} BLEU {dev['dev_bleu']:.2f} "
