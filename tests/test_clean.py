@@ -169,7 +169,7 @@ def test_mt_clean_writes_its_report_and_every_removed_pair(corpus_dir, tmp_path)
     assert {"contamination", "script", "duplicates"} <= reasons
     assert {"row": str(len(zh) + 11), "reason": "contamination"}.items() <= next(
         row for row in rows if row["source"] == test_zh[0]).items()
-    assert f"train: cleaning kept " in done.stderr and f" of {len(zh) + 12:,} pairs" in done.stderr
+    assert "train: cleaning kept " in done.stderr and f" of {len(zh) + 12:,} pairs" in done.stderr
 
 
 def _config_file(corpus_dir, tmp_path):

@@ -1,6 +1,7 @@
 """OpenMP threads that keep spinning: CTranslate2 loaded before torch, and a thread that only prepares work starting
 no thread team (no torch import at the top, so that `mt --help` stays quick)."""
 
+import importlib
 import importlib.util
 import sys
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ def load_ctranslate2_first() -> None:
     (figures: docs/benchmarks.md). Loaded first, CTranslate2 binds to its own libgomp. A program that imported torch
     already gets nothing from this: it should import ctranslate2 first itself."""
     if "torch" not in sys.modules and "ctranslate2" not in sys.modules and importlib.util.find_spec("ctranslate2"):
-        import ctranslate2  # noqa: F401 (imported for its side effect on symbol binding)
+        importlib.import_module("ctranslate2")
 
 
 @contextmanager
