@@ -11,11 +11,22 @@
 # cores) rather than for 20 minutes of wall-clock, so that they are the same on any machine and under any load:
 # set OMP_NUM_THREADS=1 and run two parts side by side. The fine-tuning's 10 minutes and its 20-minute
 # Tatoeba-only baseline are wall-clock, as the issue asks: run nothing beside them.
+# OUT (default runs/build-on), CONFIG (the recipe, configs/tatoeba-cpu.yaml), STEPS (its updates, 2400), MINUTES
+# (the Tatoeba-only baseline's, 20), DATA (the folder of tatoeba/ and ntrex128/, ../shared/data/zh-en), DEV (the
+# detokenised TVsub dev set's folder, data/tvsub) and SET (more --set KEY=VALUE overrides for every mt train,
+# space-separated) change the runs, e.g. a short check of a part:
+#   OUT=/tmp/build-on STEPS=100 SET="train.eval_every=50" bash scripts/bench_build_on.sh subword 0.1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-DATA=../shared/data/zh-en
-OUT=runs/build-on
+OUT=${OUT:-runs/build-on}
+CONFIG=${CONFIG:-configs/tatoeba-cpu.yaml}
+STEPS=${STEPS:-2400}
+MINUTES=${MINUTES:-20}
+DATA=${DATA:-../shared/data/zh-en}
+DEV=${DEV:-data/tvsub}
+read -ra words <<< "${SET:-}"  # read, not $SET unquoted: a value such as data.filters=[] is no file pattern
+sets=(); for word in "${words[@]}"; do sets+=(--set "$word"); done
 mkdir -p "$OUT"
 
 score() {  # NAME CHECKPOINT... : Tatoeba test and NTREX-128, beam 5, and how long each took
@@ -31,24 +42,24 @@ score() {  # NAME CHECKPOINT... : Tatoeba test and NTREX-128, beam 5, and how lo
   done
 }
 
-recipe() {  # RUN [--set …]: the quick-start recipe (2,400 updates), unless RUN has finished it
+recipe() {  # RUN [--set …]: the quick-start recipe (STEPS updates), unless RUN has finished it
   local run=$1; shift
-  [ -f "$run/checkpoints/step-00002400.pt" ] || mt train -c configs/tatoeba-cpu.yaml --run-dir "$run" "$@" \
-    $([ -f "$run/checkpoints/last.pt" ] && echo --resume)
+  [ -f "$run/checkpoints/step-$(printf %08d "$STEPS").pt" ] || mt train -c "$CONFIG" --run-dir "$run" \
+    --set train.max_steps="$STEPS" "${sets[@]}" "$@" $([ -f "$run/checkpoints/last.pt" ] && echo --resume)
 }
 
 case ${1:-} in
   finetune)
     dialogue=${2:?give the dialogue run directory (scripts/bench_dialogue.sh makes one)}
-    [ -d data/tvsub ] || { echo "data/tvsub missing: scripts/bench_dialogue.sh makes it"; exit 2; }
-    [ -f "$OUT/adapted/checkpoints/last.pt" ] || mt train -c configs/tatoeba-cpu.yaml -c configs/finetune-cpu.yaml \
+    [ -d "$DEV" ] || { echo "$DEV missing: scripts/bench_dialogue.sh makes it"; exit 2; }
+    [ -f "$OUT/adapted/checkpoints/last.pt" ] || mt train -c "$CONFIG" -c configs/finetune-cpu.yaml "${sets[@]}" \
       --init-from "$dialogue/checkpoints/best.pt" --run-dir "$OUT/adapted"
-    [ -f "$OUT/tatoeba-only/checkpoints/last.pt" ] || mt train -c configs/tatoeba-cpu.yaml \
-      --run-dir "$OUT/tatoeba-only" --set train.max_minutes=20 --set train.max_steps=1000000
+    [ -f "$OUT/tatoeba-only/checkpoints/last.pt" ] || mt train -c "$CONFIG" "${sets[@]}" \
+      --run-dir "$OUT/tatoeba-only" --set train.max_minutes="$MINUTES" --set train.max_steps=1000000
     for model in "$dialogue" "$OUT/adapted" "$OUT/tatoeba-only"; do
       score "$model" "$model/checkpoints/best.pt"
       echo "== $model, TVsub dev (detokenised references), beam 5"
-      mt evaluate --checkpoint "$model/checkpoints/best.pt" --src data/tvsub/dev.zh --ref data/tvsub/dev.en --beam 5
+      mt evaluate --checkpoint "$model/checkpoints/best.pt" --src "$DEV/dev.zh" --ref "$DEV/dev.en" --beam 5
     done ;;
   ensemble)
     for seed in 1 2 3; do
@@ -61,8 +72,8 @@ case ${1:-} in
     recipe "$OUT/subword-$alpha" --set tokenizer.sampling_alpha="$alpha"
     echo "== dev, beam 5"
     mt evaluate --checkpoint "$OUT/subword-$alpha/checkpoints/best.pt" \
-      --src $DATA/tatoeba/dev.zh --ref $DATA/tatoeba/dev.en --beam 5
+      --src "$DATA/tatoeba/dev.zh" --ref "$DATA/tatoeba/dev.en" --beam 5
     score "sampling_alpha $alpha" "$OUT/subword-$alpha/checkpoints/best.pt" ;;
   *)
-    sed -n 2,13p "$0"; exit 2 ;;
+    sed -n 2,18p "$0"; exit 2 ;;
 esac

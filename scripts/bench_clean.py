@@ -19,6 +19,9 @@ Parts (--parts, a comma list; default all):
 
     python scripts/bench_clean.py --parts tatoeba --threads 2          # about 3 × the quick-start's time
     python scripts/bench_clean.py --parts tvsub,score
+
+--config layers a config over each part's recipe, and --data, --tvsub-dev and --checkpoint choose its data: with a
+small model and corpus, the script runs through in seconds (a check of it, not a measurement).
 """
 
 from __future__ import annotations
@@ -99,6 +102,8 @@ def run_mt(args: list[str], env: dict, log: Path | None = None, echo: bool = Tru
     shown = "mt " + shlex.join(args)
     print("$ " + ("/usr/bin/time -v " if len(command) > len(args) + 1 else "") + shown, flush=True)
     lines: list[str] = []
+    if log:
+        log.parent.mkdir(parents=True, exist_ok=True)  # a part's first command may be its first logged one
     log_file = open(log, "a", encoding="utf-8") if log else None
     start = time.perf_counter()
     try:
@@ -157,7 +162,12 @@ def finished(run: Run) -> bool:
         return False
 
 
-def train(run: Run, config: str, overrides: list[str], env: dict) -> None:
+def recipe(args, config: str) -> list[str]:
+    """The -c options of a part's recipe: its config, then those of --config."""
+    return ["-c", config, *(option for layer in args.config for option in ("-c", layer))]
+
+
+def train(run: Run, configs: list[str], overrides: list[str], env: dict) -> None:
     """Train the run, unless it finished before (reused); one that stopped part-way continues."""
     if finished(run):
         print(f"{run.name}: reusing the finished run in {rel(run.run_dir)}", flush=True)
@@ -165,8 +175,7 @@ def train(run: Run, config: str, overrides: list[str], env: dict) -> None:
     resume = ["--resume"] if (run.run_dir / "checkpoints" / "last.pt").exists() else []
     if resume:
         print(f"{run.name}: continuing the unfinished run in {rel(run.run_dir)}", flush=True)
-    run.log.parent.mkdir(parents=True, exist_ok=True)
-    run_mt(["train", "-c", config, "--run-dir", rel(run.run_dir), *overrides, *resume], env, run.log)
+    run_mt(["train", *configs, "--run-dir", rel(run.run_dir), *overrides, *resume], env, run.log)
 
 
 def train_minutes(run: Run) -> float | None:
@@ -272,11 +281,11 @@ def print_recall(pairs, removed) -> None:
 
 # ---------------------------------------------------------------- part: tatoeba
 
-def ensure_noisy(noisy: Path, seed: int) -> None:
+def ensure_noisy(noisy: Path, seed: int, data: Path) -> None:
     if all((noisy / name).exists() for name in ("train.zh", "train.en", "manifest.tsv")):
         print(f"noisy corpus: reusing {rel(noisy)} (built earlier; its seed is not checked)")
         return
-    args = ["scripts/make_noisy_corpus.py", "--out", rel(noisy), "--seed", str(seed)]
+    args = ["scripts/make_noisy_corpus.py", "--out", rel(noisy), "--seed", str(seed), "--data", rel(data)]
     print("$ python " + shlex.join(args), flush=True)
     if subprocess.run([sys.executable, *args], cwd=ROOT).returncode:
         raise Failed("scripts/make_noisy_corpus.py failed")
@@ -284,21 +293,21 @@ def ensure_noisy(noisy: Path, seed: int) -> None:
 
 def part_tatoeba(args, env: dict) -> None:
     print("\n## Tatoeba: clean, noisy, noisy with filters (quick-start recipe; test set, beam 4)", flush=True)
-    ensure_noisy(args.noisy_dir, args.seed)
+    ensure_noisy(args.noisy_dir, args.seed, args.data)
     noisy_train = ["--set", f"data.train.path={rel(args.noisy_dir / 'train')}"]
     runs = {"(a) clean": ("clean", FILTERS_OFF), "(b) noisy": ("noisy", noisy_train + FILTERS_OFF),
             "(c) noisy, filtered": ("noisy-cleaned", noisy_train)}
     rows = {}
     for label, (name, overrides) in runs.items():
         run = Run(label, args.runs_dir / name, args.runs_dir / "logs" / f"{name}.train.log")
-        train(run, QUICKSTART, overrides, env)
+        train(run, recipe(args, QUICKSTART), overrides, env)
         best = run.run_dir / "checkpoints" / "best.pt"
-        scores = evaluate(best, TATOEBA / "test.zh", TATOEBA / "test.en", run.run_dir / "test.beam4.en", env)
+        scores = evaluate(best, args.data / "test.zh", args.data / "test.en", run.run_dir / "test.beam4.en", env)
         log_text = run.log.read_text(encoding="utf-8") if run.log.exists() else ""
         rows[label] = (pairs_kept(log_text), train_minutes(run), *scores)
     print_tatoeba_table(rows)
     clean_dir = args.runs_dir / "noisy-cleaned"
-    done = run_mt(["clean", "-c", QUICKSTART, *noisy_train, "--set", f"train.run_dir={rel(clean_dir)}"], env,
+    done = run_mt(["clean", *recipe(args, QUICKSTART), *noisy_train, "--set", f"train.run_dir={rel(clean_dir)}"], env,
                   args.runs_dir / "logs" / "noisy-cleaned.clean.log")
     print(f"mt clean: {done.seconds:.1f} s wall; report: {rel(clean_dir / 'clean' / 'report.md')}")
     print_recall(read_manifest(args.noisy_dir), read_removed(clean_dir / "clean" / "removed.tsv"))
@@ -318,22 +327,21 @@ def print_tatoeba_table(rows: dict) -> None:
 
 # ---------------------------------------------------------------- part: tvsub
 
-def ensure_tvsub_dev() -> None:
-    """data/tvsub/dev.{zh,en}, which configs/dialogue-cpu.yaml validates on, made as scripts/bench_dialogue.sh
-    makes them (references detokenised with sacremoses)."""
-    out = ROOT / "data" / "tvsub"
+def ensure_tvsub_dev(out: Path) -> None:
+    """OUT/dev.{zh,en} (data/tvsub/, which configs/dialogue-cpu.yaml validates on), made as
+    scripts/bench_dialogue.sh makes them (references detokenised with sacremoses)."""
     if (out / "dev.zh").exists() and (out / "dev.en").exists():
         return
     try:
         from sacremoses import MosesDetokenizer
     except ImportError:
-        raise Failed('data/tvsub/dev is missing and making it needs sacremoses: pip install -e ".[bench]"')
+        raise Failed(f'{rel(out)}/dev is missing and making it needs sacremoses: pip install -e ".[bench]"')
     out.mkdir(parents=True, exist_ok=True)
     detokenize = MosesDetokenizer(lang="en").detokenize
     lines = (TVSUB / "dev.en").read_text(encoding="utf-8").split("\n")[:-1]
     (out / "dev.en").write_text("".join(detokenize(line.split()) + "\n" for line in lines), encoding="utf-8")
     shutil.copyfile(TVSUB / "dev.zh", out / "dev.zh")
-    print("made data/tvsub/dev.{zh,en} (TVsub dev, references detokenised)")
+    print(f"made {rel(out)}/dev.{{zh,en}} (TVsub dev, references detokenised)")
 
 
 def peak_memory_mb(done: Done) -> tuple[float, str]:
@@ -348,9 +356,9 @@ def peak_memory_mb(done: Done) -> tuple[float, str]:
 
 def part_tvsub(args, env: dict) -> None:
     print("\n## TVsub: mt clean on 2M pairs", flush=True)
-    ensure_tvsub_dev()
+    ensure_tvsub_dev(args.tvsub_dev)
     clean_dir = args.runs_dir / "tvsub-clean"
-    done = run_mt(["clean", "-c", DIALOGUE, "--set", "data.extra_train=[]", "--set",
+    done = run_mt(["clean", *recipe(args, DIALOGUE), "--set", "data.extra_train=[]", *tvsub_dev(args), "--set",
                    f"train.run_dir={rel(clean_dir)}"], env, args.runs_dir / "logs" / "tvsub.clean.log", timed=True)
     peak, how = peak_memory_mb(done)
     removed = read_removed(clean_dir / "clean" / "removed.tsv")
@@ -363,6 +371,11 @@ def part_tvsub(args, env: dict) -> None:
         tvsub_training(args, env)
 
 
+def tvsub_dev(args) -> list[str]:
+    """The override that validates the dialogue recipe on --tvsub-dev (its config's own by default)."""
+    return ["--set", f"data.dev.path={rel(args.tvsub_dev / 'dev')}"]
+
+
 def tvsub_training(args, env: dict) -> None:
     minutes = args.tvsub_train_minutes
     print(f"\n## TVsub: configs/dialogue-cpu.yaml trained {minutes:g} minutes with and without filters "
@@ -371,9 +384,10 @@ def tvsub_training(args, env: dict) -> None:
     for label, overrides in (("filters off", FILTERS_OFF), ("default filters", [])):
         name = f"tvsub-{'unfiltered' if overrides else 'filtered'}-{minutes:g}min"
         run = Run(label, args.runs_dir / name, args.runs_dir / "logs" / f"{name}.train.log")
-        train(run, DIALOGUE, ["--set", f"train.max_minutes={minutes:g}", *overrides], env)
-        scores = evaluate(run.run_dir / "checkpoints" / "best.pt", ROOT / "data/tvsub/dev.zh",
-                          ROOT / "data/tvsub/dev.en", run.run_dir / "dev.beam4.en", env)
+        train(run, recipe(args, DIALOGUE), ["--set", f"train.max_minutes={minutes:g}", *tvsub_dev(args), *overrides],
+              env)
+        scores = evaluate(run.run_dir / "checkpoints" / "best.pt", args.tvsub_dev / "dev.zh",
+                          args.tvsub_dev / "dev.en", run.run_dir / "dev.beam4.en", env)
         results.append((label, pairs_kept(run.log.read_text(encoding="utf-8")) if run.log.exists() else None,
                         *scores))
     for label, kept, bleu, chrf in results:
@@ -382,34 +396,35 @@ def tvsub_training(args, env: dict) -> None:
 
 # ---------------------------------------------------------------- part: score
 
-def first_pair(folder: Path) -> tuple[Path, Path]:
+def first_pair(folder: Path, data: Path) -> tuple[Path, Path]:
     """The test set's first pair alone, in FOLDER/one.{zh,en}: the command's start-up is timed on it."""
     paths = (folder / "one.zh", folder / "one.en")
     for lang, path in zip(("zh", "en"), paths):
-        path.write_text((TATOEBA / f"test.{lang}").read_text(encoding="utf-8").split("\n")[0] + "\n",
+        path.write_text((data / f"test.{lang}").read_text(encoding="utf-8").split("\n")[0] + "\n",
                         encoding="utf-8")
     return paths
 
 
-def rate(make, n: int, folder: Path, name: str, env: dict) -> tuple[float, float, str]:
-    """(sentences/s of the whole command, sentences/s without its start-up, its last log line) on the test set,
-    where make(src, tgt, out) gives the mt arguments."""
+def rate(make, n: int, folder: Path, data: Path, name: str, env: dict) -> tuple[float, float, str]:
+    """(sentences/s of the whole command, sentences/s without its start-up, its last log line) on the test set
+    in `data`, where make(src, tgt, out) gives the mt arguments."""
     done = []
-    for (src, tgt), out in ((first_pair(folder), folder / f"one.{name}"),
-                            ((TATOEBA / "test.zh", TATOEBA / "test.en"), folder / name)):
+    for (src, tgt), out in ((first_pair(folder, data), folder / f"one.{name}"),
+                            ((data / "test.zh", data / "test.en"), folder / name)):
         done.append(run_mt(make(src, tgt, out), env, echo=False))
     lines = len((folder / name).read_text(encoding="utf-8").splitlines())
     if lines != n:
         print(f"warning: {name}: {lines:,} lines for {n:,} pairs")
     last = (done[1].output.strip().splitlines() or [""])[-1]
-    return n / done[1].seconds, (n - 1) / max(done[1].seconds - done[0].seconds, 1e-9), last
+    net = done[1].seconds - done[0].seconds  # nothing left on a test set too small to outlast the start-up's jitter
+    return n / done[1].seconds, (n - 1) / net if net > 0 else float("nan"), last
 
 
 def part_score(args, env: dict) -> None:
     checkpoint = args.checkpoint
     if not checkpoint.exists():
         raise Failed(f"{rel(checkpoint)}: no such checkpoint (train the quick-start, or give --checkpoint)")
-    n = len((TATOEBA / "test.zh").read_text(encoding="utf-8").split("\n")) - 1
+    n = len((args.data / "test.zh").read_text(encoding="utf-8").split("\n")) - 1
     folder = args.runs_dir / "score"
     folder.mkdir(parents=True, exist_ok=True)
     print(f"\n## Scoring speed: {n:,} Tatoeba test pairs, {rel(checkpoint)}", flush=True)
@@ -421,12 +436,12 @@ def part_score(args, env: dict) -> None:
     def score(src, tgt, out):
         return ["score", "--checkpoint", rel(checkpoint), "--src", rel(src), "--tgt", rel(tgt), "--output", rel(out)]
 
-    src, _ = first_pair(folder)
+    src, _ = first_pair(folder, args.data)
     print("warm-up (untimed): ", end="")
     run_mt(translate(1)(src, None, folder / "warm-up.en"), env, echo=False)  # files into the page cache
-    rates = {"mt translate, greedy": rate(translate(1), n, folder, "greedy.en", env),
-             "mt translate, beam 4": rate(translate(4), n, folder, "beam4.en", env),
-             "mt score": rate(score, n, folder, "scores.txt", env)}
+    rates = {"mt translate, greedy": rate(translate(1), n, folder, args.data, "greedy.en", env),
+             "mt translate, beam 4": rate(translate(4), n, folder, args.data, "beam4.en", env),
+             "mt score": rate(score, n, folder, args.data, "scores.txt", env)}
     for label, (whole, net, _) in rates.items():
         print(f"{label:<22}{whole:>9.1f} sent/s whole command{net:>9.1f} sent/s without start-up")
     print("(start-up: the same command on the first pair alone, subtracted)")
@@ -448,11 +463,19 @@ def main() -> None:
                         help="tvsub: also train the dialogue recipe this long with and without filters (0: skip)")
     parser.add_argument("--checkpoint", type=Path, default=ROOT / "runs" / "tatoeba-cpu" / "checkpoints" / "best.pt",
                         help="score: the model")
+    parser.add_argument("--config", action="append", default=[], metavar="CONFIG",
+                        help="a config layered over each part's recipe (repeatable), e.g. a small model and corpus")
+    parser.add_argument("--data", type=Path, default=TATOEBA,
+                        help="tatoeba, score: the Tatoeba folder (test.{zh,en}; train.{zh,en} for the noisy corpus)")
+    parser.add_argument("--tvsub-dev", type=Path, default=ROOT / "data" / "tvsub",
+                        help="tvsub: where TVsub's dev set goes, detokenised, and the dialogue recipe validates on")
     args = parser.parse_args()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     if unknown := [p for p in parts if p not in PARTS]:
         parser.error(f"--parts: unknown {', '.join(unknown)} (choose from {', '.join(PARTS)})")
-    args.runs_dir, args.noisy_dir = args.runs_dir.resolve(), args.noisy_dir.resolve()
+    args.runs_dir, args.noisy_dir, args.data, args.tvsub_dev = (
+        path.resolve() for path in (args.runs_dir, args.noisy_dir, args.data, args.tvsub_dev))
+    args.config = [rel(Path(config)) for config in args.config]  # the commands run in the project root
     env = child_env(args.threads)
     print("$ python " + shlex.join(["scripts/bench_clean.py", *sys.argv[1:]]))
     print(f"# mt corpus cleaning bench. {cpu_header()}; OMP_NUM_THREADS={env.get('OMP_NUM_THREADS', 'unset')}")

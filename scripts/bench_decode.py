@@ -3,8 +3,9 @@
 1. synthetic (the peers' settings, from their common.py): an untrained d_model 256 / 4 heads / d_ff 1024 / 3+3
    model with a shared 8,000 vocabulary; 200 sentences sorted by length in batches of 32; every output forced
    to exactly 43 tokens; greedy and beam 4; mt's own search and its CTranslate2 export, computing in float32 and
-   in int8 (weights quantised as the model loads; `--compute-type auto` picks it on a CPU with VNNI). Results go into
-   the harness's results file too (BENCH_RESULTS), so its report_table.py lists mt beside the peers.
+   in int8 (weights quantised as the model loads; `--compute-type auto` picks it on an Intel CPU with VNNI).
+   Results go into the harness's results file too (BENCH_RESULTS), so its report_table.py lists mt beside the
+   peers.
 2. real (with --checkpoint): a trained model on the first 500 sentences of newstest2021, greedy and beam 4,
    mt against its CTranslate2 export in float32 and int8 (outputs end at EOS, as in normal use).
 
@@ -51,8 +52,8 @@ def peers_common():
     return common
 
 
-def synthetic(engine: str) -> list[dict]:
-    """Decode the peers' 200 synthetic sentences; returns one result per mode."""
+def synthetic(engine: str, limit: int | None = None) -> list[dict]:
+    """Decode the peers' 200 synthetic sentences (or the first `limit`); returns one result per mode."""
     import torch
 
     from mt.config import ModelConfig
@@ -64,7 +65,7 @@ def synthetic(engine: str) -> list[dict]:
     config = ModelConfig(d_model=c.D_MODEL, num_heads=c.HEADS, d_ff=c.D_FF, num_encoder_layers=c.ENC_LAYERS,
                          num_decoder_layers=c.DEC_LAYERS, dropout=c.DROPOUT)
     model = Transformer(config, c.VOCAB, c.VOCAB, PAD).eval()
-    sources = [[w + 4 for w in s] + [EOS] for s in c.decode_sources()]  # ids 4… are words, as in the peers
+    sources = [[w + 4 for w in s] + [EOS] for s in c.decode_sources()][:limit]  # ids 4… are words, as in the peers
     length = c.out_len()
     if engine == "mt":
         inputs, decode = sources, _mt_decoder(model, c.DECODE_BATCH, fixed_length=length)
@@ -211,7 +212,9 @@ def print_tables(table: dict, peers: list[str], repeats: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, help="also time a trained model on real news sentences")
-    parser.add_argument("--sentences", type=int, default=500)
+    parser.add_argument("--sentences", type=int, default=500, help="real: the first N news sentences")
+    parser.add_argument("--synthetic-sentences", type=int, metavar="N",
+                        help="synthetic: the first N of the peers' 200 (a quick check, not to set beside the peers)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--peers", nargs="*", default=[], choices=sorted(PEER_DECODERS),
                         help="also run these toolkits' decoding benchmarks from the harness, interleaved")
@@ -225,7 +228,8 @@ def main() -> None:
         use_huge_pages()  # as the `mt` command does, and as it loads CTranslate2 for --engine ctranslate2
         if engine != "mt":
             load_ctranslate2_first()
-        rows = synthetic(engine) if workload == "synthetic" else real(engine, args.checkpoint, args.sentences)
+        rows = (synthetic(engine, args.synthetic_sentences) if workload == "synthetic"
+                else real(engine, args.checkpoint, args.sentences))
         print(json.dumps(rows))
         return
     workloads = ["synthetic"] + (["real"] if args.checkpoint else [])
@@ -240,6 +244,8 @@ def main() -> None:
                 command = [sys.executable, __file__, "--child", workload, engine, "--sentences", str(args.sentences)]
                 if args.checkpoint:
                     command += ["--checkpoint", str(args.checkpoint)]
+                if args.synthetic_sentences:
+                    command += ["--synthetic-sentences", str(args.synthetic_sentences)]
                 output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
                 for row in json.loads(output.strip().splitlines()[-1]):
                     table.setdefault((workload, engine, row["mode"]), []).append(row)

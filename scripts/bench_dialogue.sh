@@ -5,15 +5,25 @@
 # the Moses detokeniser) into data/tvsub/, which the config validates on. Research only: TVsub is CC BY-NC-ND,
 # never ship it or the model this trains.
 # Usage, from the project root: bash scripts/bench_dialogue.sh [RUN_DIR]   (about 70 minutes)
+# MINUTES (default 60), CONFIG (configs/dialogue-cpu.yaml), TVSUB (the folder of TVsub's dev set), DEV (where its
+# detokenised copy goes and the run validates on, data/tvsub), TATOEBA (the folder of the Tatoeba test set) and SET
+# (more --set KEY=VALUE overrides for mt train, space-separated) change the run, e.g. a short check of the script:
+#   MINUTES=1 SET="train.eval_every=100" bash scripts/bench_dialogue.sh /tmp/dialogue
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 python -c "import sacremoses" 2>/dev/null || pip install -qq -e ".[bench]"
 RUN=${1:-runs/dialogue-$(date +%Y%m%d-%H%M%S)}
-TVSUB=../shared/data/zh-en/tvsub
-mkdir -p data/tvsub
-cp $TVSUB/dev.zh data/tvsub/dev.zh
-python - $TVSUB/dev.en data/tvsub/dev.en <<'PY'
+MINUTES=${MINUTES:-60}
+CONFIG=${CONFIG:-configs/dialogue-cpu.yaml}
+TVSUB=${TVSUB:-../shared/data/zh-en/tvsub}
+DEV=${DEV:-data/tvsub}
+TATOEBA=${TATOEBA:-../shared/data/zh-en/tatoeba}
+read -ra words <<< "${SET:-}"  # read, not $SET unquoted: a value such as data.filters=[] is no file pattern
+sets=(); for word in "${words[@]}"; do sets+=(--set "$word"); done
+mkdir -p "$DEV"
+cp "$TVSUB/dev.zh" "$DEV/dev.zh"
+python - "$TVSUB/dev.en" "$DEV/dev.en" <<'PY'
 import sys
 from sacremoses import MosesDetokenizer
 detokenize = MosesDetokenizer(lang="en").detokenize  # also unescapes &apos; &quot; &amp; …
@@ -21,12 +31,12 @@ with open(sys.argv[1], encoding="utf-8") as source, open(sys.argv[2], "w", encod
     for line in source:
         target.write(detokenize(line.split()) + "\n")
 PY
-echo "TVsub dev references, detokenised: $(head -1 data/tvsub/dev.en)"
-mt train -c configs/dialogue-cpu.yaml --run-dir "$RUN"
+echo "TVsub dev references, detokenised: $(head -1 "$DEV/dev.en")"
+mt train -c "$CONFIG" --run-dir "$RUN" --set train.max_minutes="$MINUTES" --set data.dev.path="$DEV/dev" "${sets[@]}"
 CKPT="$RUN/checkpoints/best.pt"
 echo "== TVsub dev (detokenised references), beam 5"
-mt evaluate --checkpoint "$CKPT" --src data/tvsub/dev.zh --ref data/tvsub/dev.en --beam 5
+mt evaluate --checkpoint "$CKPT" --src "$DEV/dev.zh" --ref "$DEV/dev.en" --beam 5
 echo "== Tatoeba test, beam 5"
-mt evaluate --checkpoint "$CKPT" --src ../shared/data/zh-en/tatoeba/test.zh --ref ../shared/data/zh-en/tatoeba/test.en --beam 5
+mt evaluate --checkpoint "$CKPT" --src "$TATOEBA/test.zh" --ref "$TATOEBA/test.en" --beam 5
 echo "== 我爱你 (beam 5)"
 mt translate --checkpoint "$CKPT" --beam 5 "我爱你"

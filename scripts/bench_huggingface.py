@@ -31,13 +31,13 @@ SEARCHES = [("greedy", 1, 0.6), ("beam 4, α 0.6 (each side its own penalty)", 4
 LIFTED = "greedy, mt's output limit lifted to transformers' max_length"  # one limit for both: the position table
 
 
-def transformers_side(directory: str, batch_size: int) -> None:
+def transformers_side(directory: str, batch_size: int, sentences: int | None) -> None:
     """In the child: every search's outputs and seconds, as JSON on stdout."""
     import torch
     import transformers
 
     torch.set_num_threads(2)
-    lines = TEST.read_text(encoding="utf-8").splitlines()
+    lines = TEST.read_text(encoding="utf-8").splitlines()[:sentences]
     if int(transformers.__version__.split(".")[0]) < 5:
         translate = transformers.pipeline("translation", model=directory, device="cpu")
         via = "pipeline(\"translation\")"
@@ -72,17 +72,18 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path)
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per transformers batch")
     parser.add_argument("--transformers-path", help="put this directory first on the child's PYTHONPATH")
+    parser.add_argument("--sentences", type=int, metavar="N", help="the first N test sentences (default: all)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return transformers_side(args.child, args.batch_size)
+        return transformers_side(args.child, args.batch_size, args.sentences)
     import torch
 
     from mt.exchange.huggingface import export_huggingface
     from mt.decode.translator import load_translator
 
     torch.set_num_threads(2)
-    lines = TEST.read_text(encoding="utf-8").splitlines()
+    lines = TEST.read_text(encoding="utf-8").splitlines()[:args.sentences]
     directory = Path(tempfile.mkdtemp()) / "hf"
     export_huggingface(args.checkpoint, directory)
     translator = load_translator(args.checkpoint, "cpu")
@@ -95,8 +96,9 @@ def main() -> None:
     env = dict(os.environ)
     if args.transformers_path:
         env["PYTHONPATH"] = os.pathsep.join([args.transformers_path] + [p for p in [env.get("PYTHONPATH")] if p])
-    child = subprocess.run([sys.executable, __file__, "--child", str(directory), "--batch-size", str(args.batch_size)],
-                           env=env, capture_output=True, text=True)
+    limit = ["--sentences", str(args.sentences)] if args.sentences else []
+    child = subprocess.run([sys.executable, __file__, "--child", str(directory), "--batch-size", str(args.batch_size),
+                            *limit], env=env, capture_output=True, text=True)
     if child.returncode != 0:
         raise SystemExit(child.stderr[-3000:])
     theirs = json.loads(child.stdout.strip().splitlines()[-1])

@@ -6,13 +6,22 @@
 # that loop (a word or a pair of words three times in a row), plain (--no-repeat-ngram 0) and with the recipe's
 # decode settings (which the beam search uses too), and the translation of 我爱你.
 # Usage, from the project root: bash scripts/bench_quality.sh [RUN_DIR]   (about 25 minutes)
+# MINUTES (default 20), CONFIG (configs/tatoeba-cpu.yaml), DATA (the Tatoeba folder whose dev and test sets score
+# it), ALPHAS (the length penalties tried on dev, "0.6 1.0") and SET (more --set KEY=VALUE overrides for mt train,
+# space-separated) change the run, e.g. a two-minute check of the script:
+#   MINUTES=1 ALPHAS=0.6 SET="train.eval_every=100" bash scripts/bench_quality.sh /tmp/quality
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 RUN=${1:-runs/quality-$(date +%Y%m%d-%H%M%S)}
-DATA=../shared/data/zh-en/tatoeba
-mt train -c configs/tatoeba-cpu.yaml --run-dir "$RUN" \
-  --set train.max_minutes=20 --set train.max_steps=1000000 --set train.keep_last=3
+MINUTES=${MINUTES:-20}
+CONFIG=${CONFIG:-configs/tatoeba-cpu.yaml}
+DATA=${DATA:-../shared/data/zh-en/tatoeba}
+ALPHAS=${ALPHAS:-0.6 1.0}
+read -ra words <<< "${SET:-}"  # read, not $SET unquoted: a value such as data.filters=[] is no file pattern
+sets=(); for word in "${words[@]}"; do sets+=(--set "$word"); done
+mt train -c "$CONFIG" --run-dir "$RUN" \
+  --set train.max_minutes="$MINUTES" --set train.max_steps=1000000 --set train.keep_last=3 "${sets[@]}"
 mt info "$RUN/checkpoints/best.pt" | sed -n 2,5p
 # The average of the last 3 step checkpoints, or of the 2 that a slow CPU's 20 minutes gave; with one, best alone.
 steps=$(find "$RUN/checkpoints" -name 'step-*.pt' | wc -l)
@@ -24,8 +33,8 @@ fi
 
 best_bleu=-1
 for checkpoint in $candidates; do
-  for alpha in 0.6 1.0; do
-    bleu=$(mt evaluate --checkpoint "$RUN/checkpoints/$checkpoint.pt" --src $DATA/dev.zh --ref $DATA/dev.en \
+  for alpha in $ALPHAS; do
+    bleu=$(mt evaluate --checkpoint "$RUN/checkpoints/$checkpoint.pt" --src "$DATA/dev.zh" --ref "$DATA/dev.en" \
            --beam 5 --alpha $alpha | awk '/^BLEU/ {print $2}')
     echo "dev BLEU, $checkpoint.pt, beam 5, alpha $alpha: $bleu"
     if python -c "import sys; sys.exit(not $bleu > $best_bleu)"; then
@@ -36,7 +45,7 @@ done
 echo "chosen on dev: $chosen.pt, alpha $chosen_alpha"
 CKPT="$RUN/checkpoints/$chosen.pt"
 echo "== Tatoeba test, beam 5, alpha $chosen_alpha"
-mt evaluate --checkpoint "$CKPT" --src $DATA/test.zh --ref $DATA/test.en --beam 5 --alpha "$chosen_alpha"
+mt evaluate --checkpoint "$CKPT" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 5 --alpha "$chosen_alpha"
 count_loops() {  # FILE: how many lines repeat a word or a pair of words three times in a row
   python - "$1" <<'EOF'
 import re, sys
@@ -49,11 +58,12 @@ print(f"greedy outputs that loop: {len(looping)} of {len(lines)}" + (f", e.g. {l
 EOF
 }
 echo "== Tatoeba test, greedy"
-mt evaluate --checkpoint "$CKPT" --src $DATA/test.zh --ref $DATA/test.en --beam 1 --no-repeat-ngram 0 \
+mt evaluate --checkpoint "$CKPT" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 1 --no-repeat-ngram 0 \
   --output "$RUN/test.greedy.en"
 count_loops "$RUN/test.greedy.en"
 echo "== Tatoeba test, greedy, with the recipe's decode.no_repeat_ngram_size"
-mt evaluate --checkpoint "$CKPT" --src $DATA/test.zh --ref $DATA/test.en --beam 1 --output "$RUN/test.greedy-recipe.en"
+mt evaluate --checkpoint "$CKPT" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 1 \
+  --output "$RUN/test.greedy-recipe.en"
 count_loops "$RUN/test.greedy-recipe.en"
 echo "== 我爱你 (beam 5)"
 mt translate --checkpoint "$CKPT" --beam 5 --alpha "$chosen_alpha" "我爱你"

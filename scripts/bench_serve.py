@@ -48,12 +48,15 @@ class Server:
     """`mt serve` in its own process, and its resident memory sampled every 0.2 s."""
 
     def __init__(self, checkpoint: Path, engine: str, *options: str):
+        # The server runs in the project root: a checkpoint path relative to where this script started goes whole.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mt", "serve", "--checkpoint", str(checkpoint), "--engine", engine, "--port", "0",
-             "--queue-size", "1024", *options], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+            [sys.executable, "-m", "mt", "serve", "--checkpoint", str(Path(checkpoint).resolve()), "--engine", engine,
+             "--port", "0", "--queue-size", "1024", *options], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        said = []  # what it said before "serving": the reason when it stops instead
         while "serving" not in (line := self.process.stderr.readline()):
             if not line:
-                raise SystemExit("mt serve did not start: " + self.process.stderr.read())
+                raise SystemExit("mt serve did not start: " + "".join(said))
+            said.append(line)
         self.url = line.split(" on ")[1].split()[0]
         self.rss: list[tuple[float, float]] = []  # (seconds since start, MB)
         self.sampling = True
@@ -114,8 +117,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--seconds", type=float, default=15.0, help="about how long each level runs")
     parser.add_argument("--correctness", type=int, default=10_000, help="requests checked against offline output")
+    parser.add_argument("--sentences", type=int, metavar="N", help="the first N test sentences (default: all)")
     args = parser.parse_args()
-    sentences = [s for s in TEST.read_text(encoding="utf-8").splitlines() if s.strip()]
+    sentences = [s for s in TEST.read_text(encoding="utf-8").splitlines() if s.strip()][:args.sentences]
     model = args.checkpoint
     if args.engine == "ctranslate2":
         from mt.exchange.ctranslate2 import export_ctranslate2

@@ -60,8 +60,8 @@ def kind_of(message: str) -> str:
     return re.sub(r"\d+", "N", lines[0])
 
 
-def save(door: str, saved: bytes) -> Path:
-    path = CASES / door / f"{hashlib.sha256(saved).hexdigest()[:16]}.json"
+def save(cases: Path, door: str, saved: bytes) -> Path:
+    path = cases / door / f"{hashlib.sha256(saved).hexdigest()[:16]}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(saved)
     return path
@@ -72,6 +72,7 @@ def main() -> None:
     parser.add_argument("doors", nargs="+", help=f"door names, or all: {', '.join(DOORS)}")
     parser.add_argument("--examples", type=int, default=1000, help="examples per door at most")
     parser.add_argument("--minutes", type=float, default=float("inf"), help="minutes per door at most")
+    parser.add_argument("--cases", type=Path, default=CASES, help="where failures are saved (default: the suite's)")
     args = parser.parse_args()
     names = list(DOORS) if args.doors == ["all"] else args.doors
     if unknown := [name for name in names if name not in DOORS]:
@@ -83,7 +84,9 @@ def main() -> None:
             for name in names:
                 result = fuzz(DOORS[name], world, args.examples, args.minutes * 60)
                 for saved, message in result["failures"].values():
-                    print(f"{name}: {save(name, saved).relative_to(ROOT)}\n{message}\n", file=sys.stderr)
+                    path = save(args.cases, name, saved)
+                    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                    print(f"{name}: {shown}\n{message}\n", file=sys.stderr)
                 per_1000 = 1000 * result["seconds"] / max(result["examples"], 1)
                 print(f"| {name} | {result['examples']:,} | {len(result['failures'])} | {per_1000:.0f} |", flush=True)
 

@@ -1,0 +1,214 @@
+"""Every benchmark script of scripts/, run once end to end as a user runs it, on a tiny budget: a model of 40k
+weights, 300 Tatoeba pairs, a fraction of a second of training or a few requests of serving. Each must exit 0 and
+print its figures; what the figures are is not checked, only that they are there, so that a script that breaks
+shows here rather than on the day of a benchmark. Scripts that compare with the peers' toolkits run without them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, tiny_yaml, write_lines
+
+SCRIPTS = ROOT / "scripts"
+PEERS = ROOT.parent / "shared" / "bench" / "peers"
+NUMBER = r"[\d,]+(?:\.\d+)?"
+# One thread per process: the models are tiny, and on a 2-core machine that something else is using, a second
+# OpenMP thread waits at every barrier for a core (tiny training steps went from 6 ms to a second).
+THREADS = {"OMP_NUM_THREADS": "1", "BENCH_THREADS": "1"}
+
+
+def run(script: str, *args: str, tmp_path: Path, env: dict | None = None) -> str:
+    """`python scripts/SCRIPT ARGS` (or `bash` for a .sh) in the project root, as a user runs it; its stdout, after
+    checking that it exited 0. Its temporary files go under tmp_path."""
+    command = ["bash" if script.endswith(".sh") else sys.executable, str(SCRIPTS / script), *args]
+    temporary = tmp_path / "tmp"
+    temporary.mkdir(exist_ok=True)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **THREADS, "TMPDIR": str(temporary), "PYTHONDONTWRITEBYTECODE": "1",
+                               **(env or {})})
+    assert done.returncode == 0, (f"{' '.join(command)} exited {done.returncode}\nstdout:\n{done.stdout[-3000:]}\n"
+                                  f"stderr:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def lines_like(pattern: str, output: str) -> list[str]:
+    return re.findall(f"^{pattern}$", output, re.M)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(trained_runs) -> Path:
+    return trained_runs[0] / "checkpoints" / "best.pt"
+
+
+@pytest.fixture
+def config(corpus_dir, tmp_path) -> Path:
+    """A recipe small enough to train in a second: the tiny model on 300 pairs, validated every 10 updates."""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(tiny_yaml(corpus_dir, tmp_path / "run"), encoding="utf-8")
+    return path
+
+
+def bleu_lines(output: str) -> list[str]:
+    return lines_like(rf"BLEU {NUMBER} .*", output)
+
+
+# --- the training recipes (bash) --------------------------------------------------------------------------------
+
+def test_quickstart(config, tmp_path):
+    out = run("quickstart.sh", tmp_path=tmp_path, env={"CONFIG": str(config), "RUN_DIR": str(tmp_path / "qs")})
+    assert '$ mt translate "我爱你"' in out and len(bleu_lines(out)) == 1
+    assert (tmp_path / "qs" / "test.hyp.en").exists()
+
+
+def test_bench_quality_adapts_to_the_checkpoints_its_minutes_gave(config, corpus_dir, tmp_path):
+    """Stopped on time after a few updates: one step checkpoint or a few, and the script chooses among what it got.
+    One length penalty instead of two: each is a dev evaluation more."""
+    out = run("bench_quality.sh", str(tmp_path / "quality"), tmp_path=tmp_path,
+              env={"MINUTES": "0.001", "ALPHAS": "0.6", "CONFIG": str(config), "DATA": str(corpus_dir)})
+    assert lines_like(rf"dev BLEU, best\.pt, beam 5, alpha 0\.6: {NUMBER}", out)
+    assert lines_like(r"chosen on dev: (best|average)\.pt, alpha 0\.6", out)
+    assert len(bleu_lines(out)) == 3 and len(lines_like(r"greedy outputs that loop: \d+ of 20.*", out)) == 2
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sacremoses") is None,
+                    reason="needs sacremoses (pip install -e '.[bench]'), which the script would install")
+def test_bench_dialogue(config, corpus_dir, tmp_path):
+    """Tatoeba's dev set stands in for TVsub's (detokenising it changes little), and the run stops on time."""
+    out = run("bench_dialogue.sh", str(tmp_path / "dialogue"), tmp_path=tmp_path,
+              env={"MINUTES": "0.001", "CONFIG": str(config), "TVSUB": str(corpus_dir), "DEV": str(tmp_path / "dev"),
+                   "TATOEBA": str(corpus_dir), "SET": "train.max_steps=1000000"})
+    assert "TVsub dev references, detokenised: " in out and "== Tatoeba test, beam 5" in out
+    assert len(bleu_lines(out)) == 2
+
+
+def test_bench_build_on(config, corpus_dir, tmp_path):
+    """The subword part, the cheapest (one recipe, three evaluations): `ensemble` trains three models and
+    `finetune` two on top of a dialogue run, through the same recipe() and score()."""
+    data = tmp_path / "data"
+    (data / "tatoeba").mkdir(parents=True)
+    (data / "ntrex128").mkdir()
+    for split in ("dev", "test"):
+        for lang in ("zh", "en"):
+            (data / "tatoeba" / f"{split}.{lang}").symlink_to(corpus_dir / f"{split}.{lang}")
+    for name, lang in (("ntrex128.zho-CN.zh", "zh"), ("ntrex128.eng.en", "en")):
+        lines = (corpus_dir / f"test.{lang}").read_text(encoding="utf-8").splitlines()[-10:]
+        write_lines(data / "ntrex128" / name, lines)
+    out = run("bench_build_on.sh", "subword", "0.1", tmp_path=tmp_path,
+              env={"OUT": str(tmp_path / "build-on"), "CONFIG": str(config), "STEPS": "10", "DATA": str(data)})
+    assert "== dev, beam 5" in out and "== sampling_alpha 0.1, ntrex128, beam 5" in out
+    assert len(bleu_lines(out)) == 3 and lines_like(r"   \(\d+ s to translate and score 10 lines\)", out)
+
+
+def test_gpu_scripts_parse():
+    """They need a GPU machine; here only their syntax."""
+    for script in ("gpu_bench.sh", "gpu_data.sh"):
+        subprocess.run(["bash", "-n", str(SCRIPTS / script)], check=True)
+
+
+# --- speed ------------------------------------------------------------------------------------------------------
+
+def test_bench_train(config, tmp_path):
+    """The --config workload (mt's pipeline on a corpus). The default one, the peers' fixed model and 4,000-token
+    batches, takes 3 s an update on one thread: it runs the same run() and print."""
+    out = run("bench_train.py", "--config", str(config), "--steps", "2", "--warmup", "1", tmp_path=tmp_path)
+    assert lines_like(rf"mt tiny on cpu \(\w+\): {NUMBER} target tok/s, .*peak memory {NUMBER} MB "
+                      r"\(2 timed updates after 1\)", out)
+
+
+def test_bench_decode(tmp_path):
+    """The peers' synthetic workload, 8 of its sentences, each engine in its own process (without --peers). The
+    real workload (--checkpoint) runs three more such processes."""
+    if not (PEERS / "common.py").exists():
+        pytest.skip(f"needs the peers harness's common.py in {PEERS}")
+    out = run("bench_decode.py", "--repeats", "1", "--synthetic-sentences", "8", tmp_path=tmp_path)
+    assert "| workload | engine | mode | sent/s, median of 1 (range) | output tok/s | peak RSS MB |" in out
+    for engine in ("mt", "ctranslate2 float32", "ctranslate2 int8"):
+        for mode in ("greedy", "beam4"):
+            assert lines_like(rf"\| synthetic \| {engine} \| {mode} \| {NUMBER} \({NUMBER}–{NUMBER}\) \| .*", out)
+
+
+def test_bench_serve(checkpoint, tmp_path):
+    out = run("bench_serve.py", "--checkpoint", str(checkpoint), "--sentences", "20", "--clients", "1", "4",
+              "--seconds", "0.2", "--correctness", "20", tmp_path=tmp_path)
+    assert "| batching | clients | requests | req/s | p50 ms | p99 ms | errors | wrong |" in out
+    assert len(lines_like(r"\| (on|off) \| [14] \| .*", out)) == 4
+    assert lines_like(rf"4 clients: batching {NUMBER}× one at a time, {NUMBER}× offline", out)
+    # (how many differ is not checked: an untrained model's near-ties may fall either way in another batch)
+    assert lines_like(r"correctness: 20 requests at 32 clients, 0 lost, 0 errors, \d+ differ from the offline .*", out)
+    assert lines_like(rf"server memory: peak {NUMBER} MB; .*", out)
+
+
+def test_soak_serve(checkpoint, tmp_path):
+    plot = tmp_path / "soak.png"
+    out = run("soak_serve.py", "--checkpoint", str(checkpoint), "--requests", "40", "--clients", "4",
+              "--interval", "0.1", "--plot", str(plot), tmp_path=tmp_path)
+    assert lines_like(rf"40 requests \(0 errors\) from 4 clients in {NUMBER} s .*", out)
+    assert lines_like(rf"RSS MB: start {NUMBER}, after warm-up \(10% of requests\) {NUMBER}, end .*", out)
+    assert plot.stat().st_size and plot.with_suffix(".csv").read_text().startswith("seconds,requests_done,rss_mb")
+
+
+def test_bench_huggingface(checkpoint, tmp_path):
+    pytest.importorskip("transformers")
+    out = run("bench_huggingface.py", "--checkpoint", str(checkpoint), "--sentences", "8", tmp_path=tmp_path)
+    assert "| search | mt sent/s | transformers sent/s | outputs that differ |" in out
+    assert lines_like(rf"\| greedy \| {NUMBER} \| {NUMBER} \| \d+ of 8 \|", out)
+    assert lines_like(r"\| greedy, mt's output limit lifted .* \| \d+ of 8 \|", out)
+
+
+def test_bench_sampling(config, tmp_path):
+    out = run("bench_sampling.py", "-c", str(config), "--epochs", "1", tmp_path=tmp_path)
+    assert lines_like(rf"once-only preparation: {NUMBER} s for 297 training pairs per epoch .*", out)
+    assert lines_like(rf"epoch 0, sampled segmentation \(alpha 0\.1\): {NUMBER} s, .*", out)
+
+
+# --- text, cleaning, robustness ---------------------------------------------------------------------------------
+
+def test_bench_real_text(checkpoint, corpus_dir, tmp_path):
+    out = run("bench_real_text.py", "--checkpoint", str(checkpoint), "--data", str(corpus_dir), tmp_path=tmp_path)
+    for heading in ("## 1. Paragraphs", "## 2. HTML", "## 3. Tag placement", "## 4. Speed", "## 5. Documents"):
+        assert heading in out
+    assert lines_like(rf"translate_marked \(tags\): +{NUMBER} sent/s .*", out)
+
+
+def test_make_noisy_corpus(corpus_dir, tmp_path):
+    out = run("make_noisy_corpus.py", "--data", str(corpus_dir), "--out", str(tmp_path / "noisy"), tmp_path=tmp_path)
+    assert lines_like(rf"noisy Tatoeba \(seed 1\) → .*: {NUMBER} pairs", out)
+    assert lines_like(r"  duplicate +60  \( 20\.0% of N\)", out)
+    manifest = (tmp_path / "noisy" / "manifest.tsv").read_text(encoding="utf-8").splitlines()
+    assert len(manifest) - 1 == len((tmp_path / "noisy" / "train.zh").read_text(encoding="utf-8").splitlines())
+
+
+def test_bench_clean(config, tmp_path):
+    """The tvsub part with the tiny recipe layered over the dialogue one: `mt clean` on 300 pairs. The tatoeba
+    part trains three models and scores each, the score part runs seven translations."""
+    out = run("bench_clean.py", "--parts", "tvsub", "--config", str(config), "--runs-dir", str(tmp_path / "runs"),
+              "--tvsub-dev", str(tmp_path / "tvsub"), tmp_path=tmp_path)
+    assert lines_like(rf"mt clean, TVsub alone: {NUMBER} s wall, peak memory {NUMBER} MB .*; \d+ pairs removed", out)
+    assert lines_like(r"  duplicates +\d+", out)
+
+
+def test_bad_inputs(tmp_path):
+    """Its set-up (a tiny training) and one of its cases: each case is an `mt` process of its own."""
+    out = run("bad_inputs.py", "--only", "truncated", tmp_path=tmp_path)
+    assert out.splitlines()[:2] == ["| bad input | what `mt` prints | exit status |", "|---|---|---:|"]
+    assert lines_like(r"\| checkpoint truncated \| `mt: error: cut\.pt: .*` \| 2 \|", out)
+
+
+def test_fuzz(tmp_path):
+    """One example per door; a failure found is saved under tmp_path, not among the suite's cases."""
+    from doors import DOORS
+
+    out = run("fuzz.py", "all", "--examples", "1", "--cases", str(tmp_path / "cases"), tmp_path=tmp_path)
+    assert "| door | examples | failures | s per 1,000 |" in out
+    for door in DOORS:
+        assert lines_like(rf"\| {door} \| 1 \| \d+ \| {NUMBER} \|", out)
+
+# scripts/gen_config_docs.py is run by tests/test_config.py (--check); scripts/setup.sh and test.sh by everyone.
