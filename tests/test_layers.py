@@ -11,8 +11,8 @@ PACKAGES = [  # bottom up: text → pieces → ids → batches → model → sea
 ]
 
 MODULES = {  # bottom up inside each package
-    "core": [{"errors", "memory", "openmp"}, {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_lock"},
-             {"device"}],
+    "core": [{"errors", "memory", "openmp"},
+             {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_lock"}, {"device"}],
     "data": [{"tokenizer"}, {"corpora"}, {"batching"}],
     "model": [{"dropout"}, {"transformer"}],
     "exchange": [{"checkpoint"}, {"export"}, {"ctranslate2", "huggingface"}],
