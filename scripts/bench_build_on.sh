@@ -25,8 +25,7 @@ STEPS=${STEPS:-2400}
 MINUTES=${MINUTES:-20}
 DATA=${DATA:-../shared/data/zh-en}
 DEV=${DEV:-data/tvsub}
-read -ra words <<< "${SET:-}"  # read, not $SET unquoted: a value such as data.filters=[] is no file pattern
-sets=(); for word in "${words[@]}"; do sets+=(--set "$word"); done
+source scripts/sets.sh
 mkdir -p "$OUT"
 
 score() {  # NAME CHECKPOINT... : Tatoeba test and NTREX-128, beam 5, and how long each took

@@ -19,8 +19,7 @@ CONFIG=${CONFIG:-configs/dialogue-cpu.yaml}
 TVSUB=${TVSUB:-../shared/data/zh-en/tvsub}
 DEV=${DEV:-data/tvsub}
 TATOEBA=${TATOEBA:-../shared/data/zh-en/tatoeba}
-read -ra words <<< "${SET:-}"  # read, not $SET unquoted: a value such as data.filters=[] is no file pattern
-sets=(); for word in "${words[@]}"; do sets+=(--set "$word"); done
+source scripts/sets.sh
 mkdir -p "$DEV"
 cp "$TVSUB/dev.zh" "$DEV/dev.zh"
 python - "$TVSUB/dev.en" "$DEV/dev.en" <<'PY'

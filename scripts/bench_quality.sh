@@ -18,8 +18,7 @@ MINUTES=${MINUTES:-20}
 CONFIG=${CONFIG:-configs/tatoeba-cpu.yaml}
 DATA=${DATA:-../shared/data/zh-en/tatoeba}
 ALPHAS=${ALPHAS:-0.6 1.0}
-read -ra words <<< "${SET:-}"  # read, not $SET unquoted: a value such as data.filters=[] is no file pattern
-sets=(); for word in "${words[@]}"; do sets+=(--set "$word"); done
+source scripts/sets.sh
 mt train -c "$CONFIG" --run-dir "$RUN" \
   --set train.max_minutes="$MINUTES" --set train.max_steps=1000000 --set train.keep_last=3 "${sets[@]}"
 mt info "$RUN/checkpoints/best.pt" | sed -n 2,5p

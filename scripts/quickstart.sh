@@ -17,8 +17,7 @@ if [ ! -d ../shared/data/zh-en/tatoeba ]; then
   configs+=(-c configs/hub-opus100.yaml)
   run_dir=${RUN_DIR:-runs/opus100-cpu}
 fi
-read -ra words <<< "${SET:-}"  # read, not $SET unquoted: a value such as data.filters=[] is no file pattern
-sets=(); for word in "${words[@]}"; do sets+=(--set "$word"); done
+source scripts/sets.sh
 resume=()
 [ -f "$run_dir/checkpoints/last.pt" ] && resume=(--resume)
 

@@ -211,4 +211,5 @@ def test_fuzz(tmp_path):
     for door in DOORS:
         assert lines_like(rf"\| {door} \| 1 \| \d+ \| {NUMBER} \|", out)
 
-# scripts/gen_config_docs.py is run by tests/test_config.py (--check); scripts/setup.sh and test.sh by everyone.
+# scripts/gen_config_docs.py is run by tests/test_config.py (--check); scripts/setup.sh and test.sh by everyone;
+# scripts/sets.sh by the recipes above.

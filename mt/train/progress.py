@@ -41,33 +41,34 @@ class Progress:
 
     def log(self, step: int, lr: float) -> None:
         tok_s = self.tokens_per_second()
+        last, by_time = self._last_update(step)
         if not self.estimated:
             self.estimated = True
-            self._estimate(step, tok_s)
-        if self.max_minutes:
-            self._count_budget(step)
+            self._estimate(step, last, by_time, tok_s)
+        if self.max_minutes:  # the bar counts to where the time budget ends training, so its % and time left are true
+            self.bar.total = last
+            self.bar.refresh()
         self.bar.set_postfix(loss=f"{self.smoothed:.3f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:,.0f}")
         if self.training_log is not None:
             self.training_log.write(step, {"loss": self.smoothed, "lr": lr, "tok_s": tok_s})
 
-    def _estimate(self, step: int, tok_s: float) -> None:
-        """The time to max_steps (or max_minutes) at the speed of the updates so far, validations not counted."""
-        elapsed = time.perf_counter() - self.started
-        left = elapsed / (step - self.first_step) * (self.max_steps - step)
-        bound = ""
-        if self.max_minutes and left > 60 * self.max_minutes - elapsed:
-            left, bound = 60 * self.max_minutes - elapsed, " (train.max_minutes)"
-        duration = f"{left:.0f} s" if left < 90 else f"{left / 60:.0f} min"
-        log.info(f"about {duration} to go{bound}, at {tok_s:,.0f} target tokens/s; validations add to it")
-
-    def _count_budget(self, step: int) -> None:
-        """Under train.max_minutes the bar's total is the update at which the time runs out at the speed so far
-        (validations included), when that comes before max_steps: its percentage and time left are the budget's."""
+    def _last_update(self, step: int) -> tuple[int, bool]:
+        """The update where training stops at the speed so far (validations included), and whether it is
+        train.max_minutes that stops it there (before max_steps)."""
         elapsed = time.perf_counter() - self.started
         rate = (step - self.first_step) / max(elapsed, 1e-9)
-        expected = step + round(rate * max(60 * self.max_minutes - elapsed, 0))
-        self.bar.total = min(self.max_steps, max(expected, step))
-        self.bar.refresh()
+        if self.max_minutes:
+            by_time = step + round(rate * max(60 * self.max_minutes - elapsed, 0))
+            if by_time < self.max_steps:
+                return by_time, True
+        return self.max_steps, False
+
+    def _estimate(self, step: int, last: int, by_time: bool, tok_s: float) -> None:
+        """The time to the last update at the speed of the updates so far."""
+        left = (time.perf_counter() - self.started) / (step - self.first_step) * (last - step)
+        duration = f"{left:.0f} s" if left < 90 else f"{left / 60:.0f} min"
+        bound = " (train.max_minutes)" if by_time else ""
+        log.info(f"about {duration} to go{bound}, at {tok_s:,.0f} target tokens/s; validations add to it")
 
     def validated(self, step: int, dev: dict, path: Path) -> None:
         log.info(f"step {step}: dev loss {dev['dev_loss']:.3f} ppl {dev['dev_ppl']:.1f} BLEU {dev['dev_bleu']:.2f} "
