@@ -499,7 +499,7 @@ def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", comp
     Needs the serve extra (the README's set-up installs it)."""
     if any(importlib.util.find_spec(package) is None for package in ("limits", "starlette", "uvicorn")):
         raise MtError('mt serve needs the serve extra: pip install -e ".[serve]"', exit_code=1)
-    from mt.serve.app import read_api_keys, serve as run_server
+    from mt.serve.server import read_api_keys, serve as run_server
     from mt.decode.translator import load_translator
 
     limits.checked()

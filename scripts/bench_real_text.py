@@ -4,7 +4,8 @@ trips, measured on test sets built reproducibly (--seed) from the Tatoeba zh→e
 1. paragraphs: 2–5 consecutive test sentences per paragraph (Chinese joined without spaces, English references
    with one space); BLEU of (a) paragraphs translated whole, split into sentences; (b) the same sentences translated
    one by one and joined with a space; (c) paragraphs translated whole without splitting; (a)/(b) (goal ≥ 0.98), and
-   the share of outputs with as many sentences (mt/text/sentences.py's English split) as the paragraph had (≥ 99%).
+   the share of outputs with as many sentences (mt/text/sentences.py's English split) as the paragraph had (≥ 99%),
+   and as its reference has (a Tatoeba line may hold two sentences, and so does a person's translation of it).
 2. HTML: <p> blocks of 1–3 test sentences with <b>, <i>, <b><i>…</i></b> and <a href> on random 1–3 character
    spans, "&amp;" (for 和) and "&nbsp;" (between sentences) in the text and a <code>x</code> label, through
    read_html → translate_marked → render: every tag kept (same count, exactly as written), well-formed XML, and the
@@ -128,6 +129,11 @@ def paragraphs(tr, decode, zh: list[str], en: list[str], rng: random.Random) -> 
         print(f"output sentences = input sentences, ({key}): {pct(same, len(groups))}{goal}")
     print(f"output sentences = source sentences as split, (a): "
           f"{pct(sum(c == f for c, f in zip(counts['a'], found)), len(groups))}")
+    # A Tatoeba line may hold two sentences: its reference, a person's translation, has them both
+    wanted = [len(split_text(r, "en", "zh").spans) for r in references]
+    for key in ("a", "b"):
+        print(f"output sentences = reference sentences, ({key}): "
+              f"{pct(sum(c == w for c, w in zip(counts[key], wanted)), len(groups))}")
     wrong = [k for k, n in enumerate(sizes) if counts["a"][k] != n]
     source = [k for k in wrong if found[k] != sizes[k]]
     as_b = [k for k in wrong if k not in source and counts["a"][k] == counts["b"][k]]

@@ -1,10 +1,13 @@
 """`mt serve` under load, over loopback: requests/s and latency at 1, 8, 32 and 128 concurrent clients, with
 batching across requests on and off (one request decoded at a time), against offline `mt translate`; then
 10,000 requests checked one by one against the offline translation of their sentence; and the server's memory.
+Then real text at 1 client: a paragraph of 5 sentences (which the server splits and decodes as one batch) against
+a single sentence, and the answer to a sentence the translation cache holds.
 
 Each client is an httpx AsyncClient task sending one Tatoeba test sentence per request to LibreTranslate's
-/translate, with the model's own decode settings (the quick-start's: beam 4). Client and server share this
-machine's cores, as they would on one host.
+/translate, with the model's own decode settings (the quick-start's: beam 4). The load levels run with the
+translation cache off (--cache-size 0): they send more requests than the test set has sentences, and repeats would
+be answered from the cache. Client and server share this machine's cores, as they would on one host.
 
     python scripts/bench_serve.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt
     python scripts/bench_serve.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt --engine ctranslate2
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import os
 import statistics
 import subprocess
@@ -118,6 +122,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="about how long each level runs")
     parser.add_argument("--correctness", type=int, default=10_000, help="requests checked against offline output")
     parser.add_argument("--sentences", type=int, metavar="N", help="the first N test sentences (default: all)")
+    parser.add_argument("--real-text", type=int, default=200, metavar="N",
+                        help="requests of each kind in the real-text part (paragraphs, cache hits)")
     args = parser.parse_args()
     sentences = [s for s in TEST.read_text(encoding="utf-8").splitlines() if s.strip()][:args.sentences]
     model = args.checkpoint
@@ -134,7 +140,7 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     rates = {}
     for batching, options in (("on", []), ("off", ["--batch-tokens", "1"])):
-        server = Server(model, args.engine, *options)
+        server = Server(model, args.engine, "--cache-size", "0", *options)
         for clients in args.clients:
             probe = asyncio.run(load(server.url, sentences, expected, clients, clients * 4))  # also a warm-up
             requests = max(clients * 4, int(probe["rps"] * args.seconds))
@@ -155,6 +161,49 @@ def main() -> None:
           f"{r['errors']} errors, {r['wrong']} differ from the offline translation ({r['rps']:.1f} req/s)")
     print(f"server memory: peak {max(rss):,.0f} MB; mean {statistics.mean(rss[:third]):,.0f} MB in the first third "
           f"of the run, {statistics.mean(rss[-third:]):,.0f} MB in the last")
+    real_text(model, args.engine, sentences, args.real_text)
+
+
+def real_text(model: Path, engine: str, sentences: list[str], count: int) -> None:
+    """At 1 client: `count` paragraphs of 5 consecutive sentences against `count` single sentences, cache off;
+    then `count` sentences with the cache on, sent once to fill it, then three times more, answered from it."""
+    count = min(count, len(sentences) // 5)
+    singles = sentences[:count]
+    paragraphs = ["".join(sentences[5 * i:5 * i + 5]) for i in range(count)]  # Chinese: no space between sentences
+    server = Server(model, engine, "--cache-size", "0")
+    one_by_one(server.url, singles[:10] + paragraphs[:10])  # warm-up
+    single, paragraph = one_by_one(server.url, singles), one_by_one(server.url, paragraphs)
+    server.stop()
+    server = Server(model, engine)
+    one_by_one(server.url, singles)  # each decoded once, now in the cache
+    hit = one_by_one(server.url, singles * 3)
+    cache = httpx.get(server.url + "/api/info").json()["cache"]
+    server.stop()
+    print(f"\nreal text at 1 client ({count} requests each, 3 × {count} from the cache; cache off unless said; ms):")
+    print("| request | mean | p50 | p99 |\n|---|---:|---:|---:|")
+    for name, latencies in (("1 sentence", single), ("paragraph of 5 sentences", paragraph),
+                            ("1 sentence from the cache", hit)):
+        print(f"| {name} | {1000 * statistics.mean(latencies):.1f} | {1000 * statistics.median(latencies):.1f} | "
+              f"{1000 * latencies[int(0.99 * (len(latencies) - 1))]:.1f} |")
+    print(f"paragraph ÷ sentence: {statistics.mean(paragraph) / statistics.mean(single):.2f}× (mean latency); "
+          f"cache: {cache['hits']} hits, {cache['misses']} misses")
+
+
+def one_by_one(url: str, texts: list[str]) -> list[float]:
+    """Each text sent to /translate once, one after another, on one connection: the latencies, sorted. This
+    process's garbage collector waits meanwhile: it holds the offline model's objects, and a pass through them
+    would be timed as the server's."""
+    latencies = []
+    gc.disable()
+    try:
+        with httpx.Client(base_url=url, timeout=120) as client:
+            for text in texts:
+                start = time.perf_counter()
+                client.post("/translate", json={"q": text, "source": "zh", "target": "en"}).raise_for_status()
+                latencies.append(time.perf_counter() - start)
+    finally:
+        gc.enable()
+    return sorted(latencies)
 
 
 if __name__ == "__main__":

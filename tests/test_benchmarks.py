@@ -137,13 +137,16 @@ def test_bench_decode(tmp_path):
 
 def test_bench_serve(checkpoint, tmp_path):
     out = run("bench_serve.py", "--checkpoint", str(checkpoint), "--sentences", "20", "--clients", "1", "4",
-              "--seconds", "0.2", "--correctness", "20", tmp_path=tmp_path)
+              "--seconds", "0.2", "--correctness", "20", "--real-text", "3", tmp_path=tmp_path)
     assert "| batching | clients | requests | req/s | p50 ms | p99 ms | errors | wrong |" in out
     assert len(lines_like(r"\| (on|off) \| [14] \| .*", out)) == 4
     assert lines_like(rf"4 clients: batching {NUMBER}× one at a time, {NUMBER}× offline", out)
     # (how many differ is not checked: an untrained model's near-ties may fall either way in another batch)
     assert lines_like(r"correctness: 20 requests at 32 clients, 0 lost, 0 errors, \d+ differ from the offline .*", out)
     assert lines_like(rf"server memory: peak {NUMBER} MB; .*", out)
+    for request in ("1 sentence", "paragraph of 5 sentences", "1 sentence from the cache"):
+        assert lines_like(rf"\| {request} \| {NUMBER} \| {NUMBER} \| {NUMBER} \|", out)
+    assert lines_like(rf"paragraph ÷ sentence: {NUMBER}× \(mean latency\); cache: \d+ hits, \d+ misses", out)
 
 
 def test_soak_serve(checkpoint, tmp_path):
@@ -176,6 +179,7 @@ def test_bench_real_text(checkpoint, corpus_dir, tmp_path):
     for heading in ("## 1. Paragraphs", "## 2. HTML", "## 3. Tag placement", "## 4. Speed", "## 5. Documents"):
         assert heading in out
     assert lines_like(rf"translate_marked \(tags\): +{NUMBER} sent/s .*", out)
+    assert lines_like(rf"output sentences = reference sentences, \(a\): \d+/\d+ \({NUMBER}%\)", out)
 
 
 def test_make_noisy_corpus(corpus_dir, tmp_path):

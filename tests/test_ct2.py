@@ -53,6 +53,28 @@ def test_exported_model_gives_mts_greedy_output(kind, trained_runs, tokenizer, c
     assert theirs[-2][0].text == ""
 
 
+def test_exported_model_attends_as_mts_last_layer_and_places_inline_tags_as_it_does(trained_runs, tmp_path):
+    """The export's cross-attention (what places HTML's inline tags and a document's runs) is mt's last layer,
+    averaged over its heads; so a tagged sentence comes back with its tags where mt's own engine puts them."""
+    from mt.text.markup import read_html
+    from mt.text.texts import translate_marked
+
+    checkpoint = trained_runs[0] / "checkpoints" / "last.pt"
+    export_ctranslate2(checkpoint, tmp_path / "ct2")
+    mt = load_translator(checkpoint, "cpu")
+    ct2 = load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2", compute_type="float32")
+    for source in ("我爱你。", "汤姆说他明天会来。"):
+        translation = mt.translate_lines([source])[0]
+        ours, theirs = mt.attention(source, translation), ct2.attention(source, translation)
+        assert (theirs.source, theirs.target) == (ours.source, ours.target)
+        assert theirs.weights.shape == (1, 1, len(ours.target), len(ours.source))
+        torch.testing.assert_close(theirs.weights[0, 0], ours.weights[-1].mean(dim=0), atol=1e-5, rtol=1e-4)
+    page = read_html("<p><b>汤姆</b>说他明天<i>会来</i>。</p>")
+    greedy = mt.decode.replace(beam_size=1)  # (beam search's length penalties differ: CTranslate2's is length ** α)
+    placed = [translate_marked(translator, page.texts, greedy) for translator in (mt, ct2)]
+    assert page.render(placed[1]) == page.render(placed[0])
+
+
 @pytest.mark.parametrize("beam", [1, 3])
 def test_each_sentence_is_searched_within_its_own_output_limit(beam, tokenizer, tmp_path):
     """A short sentence that stops at its limit, batched with a longer one (a larger limit), gets what it gets

@@ -20,7 +20,7 @@ MODULES = {  # bottom up inside each package
     "clean": [{"normalise"}, {"filters", "contamination"}, {"cleaning"}, {"report"}],
     "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"documents", "texts"}],
     "train": [{"prepare", "loss", "training_log"}, {"trainer", "progress", "updates"}, {"validation"}, {"loop"}],
-    "serve": [{"batcher"}, {"app"}],
+    "serve": [{"errors", "languages", "batcher"}, {"answers", "downloads", "translation_cache"}, {"app"}, {"server"}],
 }
 
 

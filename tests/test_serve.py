@@ -191,7 +191,7 @@ def test_html_keeps_its_tags_and_places_inline_ones_on_the_translation(url, offl
 
 
 class NoAttention:
-    """A translator that gives no attention maps, as a CTranslate2 export's."""
+    """A translator that gives no attention maps, as an ensemble's."""
 
     def __init__(self, translator):
         self.inner = translator
@@ -200,16 +200,16 @@ class NoAttention:
         return getattr(self.inner, name)
 
     def attention(self, *args):
-        raise MtError("attention maps need mt's own engine")
+        raise MtError("attention maps need one model: an ensemble has none of its own")
 
 
 def test_marks_need_attention_and_plain_text_does_not(translator, offline):
-    with running(create_app(NoAttention(translator), "ctranslate2", ServeConfig())) as url:
+    with running(create_app(NoAttention(translator), "mt", ServeConfig())) as url:
         base = {"source": "zh", "target": "en", "format": "html"}
         assert post(url, "/translate", json={**base, "q": "<p>我爱你</p>"}).json() == {
             "translatedText": f"<p>{html.escape(offline['我爱你'], quote=False)}</p>"}
         refused = post(url, "/translate", json={**base, "q": "<p>我爱<b>你</b></p>"})
-        assert refused.status_code == 400 and "mt's own engine" in refused.json()["error"]
+        assert refused.status_code == 400 and "need one model" in refused.json()["error"]
 
 
 @contextmanager

@@ -83,6 +83,18 @@ class CTranslate2Engine:
             max_input_length=self.max_positions)
         return [result.log_probs for result in results]
 
+    def cross_attention(self, src_ids: list[int], tgt_ids: list[int]) -> torch.Tensor:
+        """The cross-attention of a target (pieces then EOS) given its source (pieces then EOS), teacher forced:
+        [1, 1, T, S], the last decoder layer's weights averaged over its heads (the export's alignment layer and
+        heads, mt/exchange/ctranslate2.py). CTranslate2 gives them for a search: one whose target prefix is the
+        whole target, then one step, which the EOS row reads."""
+        src, tgt = self.tokenizer.src, self.tokenizer.tgt
+        [result] = self.translator.translate_batch(
+            [[src.id_to_piece(t) for t in src_ids]], target_prefix=[[tgt.id_to_piece(t) for t in tgt_ids[:-1]]],
+            beam_size=1, max_decoding_length=len(tgt_ids), max_input_length=self.max_positions,
+            return_attention=True)
+        return torch.tensor(result.attention[0][:len(tgt_ids)])[None, None]
+
     def _search(self, src_ids: list[list[int]], limit: int, decode: DecodeConfig) -> list[list[Hypothesis]]:
         """One translate_batch call: every output of at most `limit` tokens."""
         src, tgt = self.tokenizer.src, self.tokenizer.tgt

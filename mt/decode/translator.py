@@ -92,17 +92,20 @@ class Translator:
 
     def attention(self, source: str, translation: str, src_ids: list[int] | None = None) -> Attention:
         """The cross-attention of `translation` (its pieces re-encoded from the text) given `source`, or given
-        `src_ids` where the caller has cut the source into pieces its own way (EOS last)."""
-        models = getattr(self.engine, "models", [])
-        if len(models) != 1:
-            raise MtError("attention maps need mt's own engine with one checkpoint (not a CTranslate2 export, "
-                          "nor an ensemble)")
-        model = models[0]
+        `src_ids` where the caller has cut the source into pieces its own way (EOS last): every layer's and head's
+        with mt's own engine, the last layer's averaged over its heads with a CTranslate2 export."""
+        models = getattr(self.engine, "models", None)
+        if models is not None and len(models) != 1:
+            raise MtError("attention maps need one model: an ensemble has none of its own")
         src_ids = src_ids or self.tokenizer.encode_src([source.strip()])[0]        # pieces … EOS
         tgt_ids = self.tokenizer.encode_tgt([translation])[0][1:]                  # pieces … EOS (BOS dropped)
-        device = next(model.parameters()).device
-        src, tgt_input = pad_ids([src_ids]), pad_ids([[BOS] + tgt_ids[:-1]])       # the decoder reads BOS pieces …
-        weights = model.cross_attention(src.to(device), tgt_input.to(device))[0].cpu()  # [layers, heads, T, S]
+        if models is None:  # a CTranslate2 export
+            weights = self.engine.cross_attention(src_ids, tgt_ids)                # [1, 1, T, S]
+        else:
+            model = models[0]
+            device = next(model.parameters()).device
+            src, tgt_input = pad_ids([src_ids]), pad_ids([[BOS] + tgt_ids[:-1]])   # the decoder reads BOS pieces …
+            weights = model.cross_attention(src.to(device), tgt_input.to(device))[0].cpu()  # [layers, heads, T, S]
         return Attention([self.tokenizer.src.id_to_piece(i) for i in src_ids], src_ids,
                          [self.tokenizer.tgt.id_to_piece(i) for i in tgt_ids], tgt_ids, weights)
 

@@ -10,8 +10,9 @@
 Real text goes through mt/text: each text is split into sentences (mt/text/texts.py's split_for), the sentences of
 all the request's texts are decoded as one job of the BatchingWorker (mt/serve/batcher.py), which decodes concurrent
 requests together, and each text is put back in its shape (finish), with its marks (HTML's inline elements, a
-document's runs) placed by the cross-attention. Sentences already translated come from a cache instead.
-Starlette on uvicorn: a small, well-kept ASGI stack; LibreTranslate's API fixes our request and answer shapes,
+document's runs) placed by the cross-attention. Sentences already translated come from the translation cache
+instead (mt/serve/translation_cache.py); translated files wait for their download in mt/serve/downloads.py.
+Starlette (run on uvicorn by mt/serve/server.py): a small, well-kept ASGI stack; LibreTranslate's API fixes our request and answer shapes,
 so FastAPI's schema generation and validation would add a layer without doing a job here.
 """
 
@@ -19,25 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import ipaddress
 import json
-import logging
 import mimetypes
-import secrets
-import shutil
-import signal
-import socket
-import tempfile
-import unicodedata
-from collections import OrderedDict
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path, PurePosixPath
-from statistics import fmean
+from pathlib import PurePosixPath
 from urllib.parse import parse_qsl, quote
 
-import uvicorn
 from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage
 from limits.strategies import FixedWindowRateLimiter
@@ -47,38 +37,26 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from mt.serve.batcher import BatchingWorker, Busy
 from mt.config import DecodeConfig, ServeConfig, flag_of
 from mt.core.errors import MtError
-from mt.decode.translator import Attention, Translation, Translator
+from mt.decode.translator import Translator
+from mt.serve.answers import Done, alternative_texts, lines_json
+from mt.serve.batcher import BatchingWorker, Busy
+from mt.serve.downloads import Downloads
+from mt.serve.errors import ApiError
+from mt.serve.languages import ALIASES, LANGUAGE_NAMES, confidence
+from mt.serve.translation_cache import Cache
 from mt.text.documents import FORMATS, read_document
 from mt.text.markup import read_html
-from mt.text.marks import Marked, Split
-from mt.text.sentences import Layout
+from mt.text.marks import Marked
 from mt.text.texts import finish, split_for
 
-log = logging.getLogger(__name__)
 
-LANGUAGE_NAMES = {"ar": "Arabic", "de": "German", "en": "English", "es": "Spanish", "fr": "French", "it": "Italian",
-                  "ja": "Japanese", "ko": "Korean", "pt": "Portuguese", "ru": "Russian", "zh": "Chinese"}
-ALIASES = {"zh": ("zh-Hans", "zh-Hant", "zh-CN", "zh-TW")}  # mt's tokenizer converts either Chinese script
 # The decode keys a request may set, by the names of their command-line options: beam, alpha, nbest, split, …
 API_OPTIONS = {f.name: flag_of(f)[2:].replace("-", "_") for f in dataclasses.fields(DecodeConfig)
                if f.metadata["per_request"]}
 OPTION_KINDS = {f.name: type(f.default) for f in dataclasses.fields(DecodeConfig)}  # int, float or bool
-# /detect's evidence: the scripts a language is written in (the start of Unicode's character names); Latin otherwise
-SCRIPTS = {"zh": ("CJK UNIFIED", "CJK COMPATIBILITY IDEOGRAPH"), "ja": ("CJK UNIFIED", "HIRAGANA", "KATAKANA"),
-           "ko": ("HANGUL",), "ar": ("ARABIC",), "ru": ("CYRILLIC",), "el": ("GREEK",), "he": ("HEBREW",),
-           "th": ("THAI",), "hi": ("DEVANAGARI",)}
-CACHE_ENTRY_BYTES = 1024  # the cache holds at most --cache-size entries of this size on average
-
-
-class ApiError(Exception):
-    """A request the server refuses: answered {"error": message} with this HTTP status."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
+SHORT_TEXT = 2_000  # characters a request's texts may hold to be split and put back on the event loop's thread
 
 
 @dataclass
@@ -87,98 +65,6 @@ class Upload:
 
     name: str
     data: bytes
-
-
-@dataclass
-class Done:
-    """Texts through the model: their sentences (`split`), each sentence's n-best and attention maps (per
-    translation, None where none was asked for), and the texts' translations with their marks placed."""
-
-    split: Split
-    found: list[list[Translation]]
-    maps: list[list[Attention | None]]
-    texts: list[Marked]
-
-
-class Cache:
-    """Sentences already translated, by (sentence, decode settings) → their n-best: least recently used first out,
-    at most `entries` of them and CACHE_ENTRY_BYTES × `entries` bytes of text. By sentence, not by text: a text
-    that repeats a known sentence (a paragraph edited, a subtitle line said again) gets it from here."""
-
-    def __init__(self, entries: int):
-        self.entries, self.limit = entries, entries * CACHE_ENTRY_BYTES
-        self.found: OrderedDict[tuple, tuple[list[Translation], int]] = OrderedDict()  # → (n-best, bytes)
-        self.bytes = self.hits = self.misses = 0
-
-    def get(self, key: tuple) -> list[Translation] | None:
-        if not self.entries:
-            return None
-        entry = self.found.get(key)
-        if entry is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        self.found.move_to_end(key)
-        return entry[0]
-
-    def put(self, key: tuple, nbest: list[Translation]) -> None:
-        size = len(key[0].encode()) + sum(len(t.text.encode()) + 8 for t in nbest)
-        if not self.entries or size > self.limit:
-            return
-        if key in self.found:
-            self.bytes -= self.found.pop(key)[1]
-        self.found[key] = (nbest, size)
-        self.bytes += size
-        while len(self.found) > self.entries or self.bytes > self.limit:
-            self.bytes -= self.found.popitem(last=False)[1][1]
-
-    def counts(self) -> dict:
-        return {"entries": len(self.found), "bytes": self.bytes, "hits": self.hits, "misses": self.misses,
-                "size": self.entries}
-
-
-class Downloads:
-    """Translated files waiting for their download, in a directory of the server's own (mode 0700, removed when it
-    stops), each under a random token: a name a client gave is never a path. A file is removed once downloaded, or
-    after `keep` seconds; all of them hold at most `limit` bytes, so that uploads nobody fetches cannot fill the
-    disk."""
-
-    def __init__(self, keep: float, limit: int):
-        self.keep, self.limit, self.bytes = keep, limit, 0
-        self.directory = Path(tempfile.mkdtemp(prefix="mt-serve-"))  # mode 0700
-        self.files: dict[str, tuple[str, int, asyncio.TimerHandle]] = {}  # token → (download name, bytes, removal)
-
-    def put(self, name: str, data: bytes) -> str:
-        """Stores the file; its name for /download_file/: the token, a dot, then `name`."""
-        if self.bytes + len(data) > self.limit:
-            raise ApiError(503, "Too many translated files wait for their download; try again in a moment")
-        token = secrets.token_hex(16)
-        (self.directory / token).write_bytes(data)
-        self.files[token] = (name, len(data), asyncio.get_running_loop().call_later(self.keep, self.remove, token))
-        self.bytes += len(data)
-        return f"{token}.{name}"
-
-    def take(self, file: str) -> tuple[str, bytes]:
-        """The download name and bytes of a file stored under `file` (as `put` named it), removed now."""
-        if "/" in file or "\\" in file:
-            raise ApiError(400, "Invalid filename")
-        token, _, name = file.partition(".")
-        if token not in self.files or self.files[token][0] != name:
-            raise ApiError(404, "File not found (a translated file can be downloaded once, for a while)")
-        data = (self.directory / token).read_bytes()
-        self.remove(token)
-        return name, data
-
-    def remove(self, token: str) -> None:
-        _, size, removal = self.files.pop(token)
-        removal.cancel()
-        self.bytes -= size
-        (self.directory / token).unlink()
-
-    def close(self) -> None:
-        for _, _, removal in self.files.values():
-            removal.cancel()
-        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 class Api:
@@ -230,10 +116,10 @@ class Api:
         else:
             done = await self.run(request, [Marked(text) for text in texts], decode)
             translated = [t.text for t in done.texts]
-            others = _alternatives(done, translated, alternatives)
+            others = alternative_texts(done, translated, alternatives)
         answer = {"translatedText": translated if isinstance(q, list) else translated[0]}
         if params["source"] == "auto":  # the model has one source language: that is the one "detected"
-            detected = [{"confidence": _confidence(text, self.source), "language": self.source} for text in texts]
+            detected = [{"confidence": confidence(text, self.source), "language": self.source} for text in texts]
             answer["detectedLanguage"] = detected if isinstance(q, list) else detected[0]
         if alternatives > 0:
             answer["alternatives"] = others if isinstance(q, list) else others[0]
@@ -278,9 +164,9 @@ class Api:
         if not params.get("q"):
             raise ApiError(400, "Invalid request: missing q parameter")
         text = " ".join(self.texts(params["q"]))
-        found = [{"confidence": _confidence(text, self.source), "language": self.source}]
-        if self.target != self.source and _confidence(text, self.target) > 0:
-            found.append({"confidence": _confidence(text, self.target), "language": self.target})
+        found = [{"confidence": confidence(text, self.source), "language": self.source}]
+        if self.target != self.source and confidence(text, self.target) > 0:
+            found.append({"confidence": confidence(text, self.target), "language": self.target})
         return _json(sorted(found, key=lambda language: -language["confidence"]))
 
     async def languages(self, request):
@@ -328,7 +214,7 @@ class Api:
             raise ApiError(400, "attention maps need mt's own engine; this server runs a CTranslate2 export")
         lines = text.split("\n")
         done = await self.run(request, [Marked(line) for line in lines], decode, attention)
-        return _json({"decode": dataclasses.asdict(decode), "lines": _lines_json(lines, done)})
+        return _json({"decode": dataclasses.asdict(decode), "lines": lines_json(lines, done)})
 
     async def info(self, request):
         config = self.translator.config
@@ -467,13 +353,19 @@ class Api:
     async def run(self, request, texts: list[Marked], decode: DecodeConfig, attention: bool = False) -> Done:
         """The texts through the model: split into sentences (unless decode.split_sentences is off), the sentences
         translated, the texts put back. Placing marks reads the model again (mt/text/align.py): then the texts are
-        put back on the worker's thread."""
-        split = await asyncio.to_thread(split_for, self.translator, texts, decode.split_sentences)
+        put back on the worker's thread. A long text is split and put back in a thread, as that takes a while and
+        the server answers others meanwhile; a short one right here, which spares a cache hit two thread hops."""
+        short = sum(len(text.text) for text in texts) <= SHORT_TEXT
+
+        async def step(function, *args):
+            return function(*args) if short else await asyncio.to_thread(function, *args)
+
+        split = await step(split_for, self.translator, texts, decode.split_sentences)
         found, maps = await self.translate_sentences(request, [s.text for s in split.sentences], decode, attention)
         if any(sentence.spans for sentence in split.sentences):
             put_back = await self.on_worker(request, self.worker.call, lambda: finish(self.translator, split, found))
-        else:  # in a thread: a long document takes a while
-            put_back = await asyncio.to_thread(finish, self.translator, split, found)
+        else:
+            put_back = await step(finish, self.translator, split, found)
         return Done(split, found, maps, put_back)
 
     async def translate_sentences(self, request, sentences: list[str], decode: DecodeConfig, attention: bool):
@@ -514,65 +406,6 @@ class Api:
             raise ApiError(400, f"Invalid request: {e}") from e
         except Exception as e:  # the worker has logged it: an ApiError, unlike other faults, is not logged again
             raise ApiError(500, f"Cannot translate text: {e}") from e
-
-
-def _alternatives(done: Done, best: list[str], count: int) -> list[list[str]]:
-    """Each text's up to `count` other translations: its sentences' i-th translations rejoined, for i = 1 … count
-    (a sentence with fewer gives its last), those that differ from the best and from each other."""
-    others = [done.split.join([Marked(t.text) for t in _ranked(done.found, i)]) for i in range(1, count + 1)]
-    return [list(dict.fromkeys(other[k].text for other in others if other[k].text != text))
-            for k, text in enumerate(best)]
-
-
-def _ranked(found: list[list[Translation]], i: int) -> list[Translation]:
-    """Each sentence's i-th translation (its last, where it has fewer)."""
-    return [nbest[min(i, len(nbest) - 1)] for nbest in found]
-
-
-def _lines_json(lines: list[str], done: Done) -> list[dict]:
-    """/api/translate's lines: each line's translation, its n-best, and its sentences with theirs."""
-    answer, start = [], 0
-    for line, layout, translated in zip(lines, done.split.layouts, done.texts):
-        end = start + len(layout.spans)
-        sentences, found, maps = done.split.sentences[start:end], done.found[start:end], done.maps[start:end]
-        answer.append({"source": line, "translation": translated.text, "translations": _line_nbest(layout, found, maps),
-                       "sentences": [{"source": sentence.text, "translations": _nbest_json(nbest, attentions)}
-                                     for sentence, nbest, attentions in zip(sentences, found, maps)]})
-        start = end
-    return answer
-
-
-def _line_nbest(layout: Layout, found: list[list[Translation]], maps: list[list[Attention | None]]) -> list[dict]:
-    """A line's n-best: its sentences' i-th translations rejoined (a sentence with fewer gives its last), scored by
-    the mean of their scores. A line of one sentence has its sentence's, with their attention maps."""
-    if len(found) == 1:
-        return [{**t, "text": layout.join([t["text"]])} for t in _nbest_json(found[0], maps[0])]
-    nbest = []
-    for i in range(max((len(n) for n in found), default=1)):
-        picked = _ranked(found, i)
-        nbest.append({"text": layout.join([t.text for t in picked]),
-                      "score": round(fmean(t.score for t in picked), 4) if picked else 0.0})
-    return nbest
-
-
-def _nbest_json(nbest: list[Translation], maps: list[Attention | None]) -> list[dict]:
-    return [{"text": t.text, "score": round(t.score, 4), **({"attention": _attention_json(a)} if a else {})}
-            for t, a in zip(nbest, maps)]
-
-
-def _attention_json(attention: Attention) -> dict:
-    """Pieces and per-layer weights [layers][T][S] (heads averaged), rounded for the page."""
-    layers = attention.weights.mean(dim=1)
-    return {"source": attention.source, "target": attention.target,
-            "layers": [[[round(w, 4) for w in row] for row in layer] for layer in layers.tolist()]}
-
-
-def _confidence(text: str, language: str) -> float:
-    """The share of the text's letters written in the language's script, in percent."""
-    letters = [c for c in text if c.isalpha()]
-    scripts = SCRIPTS.get(language.split("-")[0], ("LATIN",))
-    inside = sum(unicodedata.name(c, "").startswith(scripts) for c in letters)
-    return round(100 * inside / len(letters), 1) if letters else 0.0
 
 
 def _attachment(name: str) -> str:
@@ -625,53 +458,3 @@ def create_app(translator: Translator, engine: str, limits: ServeConfig, api_key
               Route("/api/translate", api.translate, methods=["POST"]), Route("/api/info", api.info)]
     return Starlette(routes=routes, lifespan=api.lifespan,
                      exception_handlers={ApiError: refused, HTTPException: http_error, Exception: failed})
-
-
-def serve(translator: Translator, engine: str, limits: ServeConfig, host: str, port: int,
-          api_keys: frozenset[str] = frozenset()) -> None:
-    """Serve until SIGTERM or Ctrl-C, which stop accepting, finish the requests in flight, and return."""
-    sock = _listen(host, port)
-    address = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
-    if not ipaddress.ip_address(sock.getsockname()[0]).is_loopback and not api_keys:
-        log.warning(f"listening on {host}, which other machines can reach, with no API keys (--api-keys FILE)")
-    config = uvicorn.Config(create_app(translator, engine, limits, api_keys), log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=int(limits.request_timeout) + 5)
-    server = uvicorn.Server(config)
-    log.info(f"serving {engine} on {address} (the page at /, LibreTranslate's API at /translate; Ctrl-C stops)")
-    # uvicorn catches SIGTERM and SIGINT for its graceful shutdown, then raises them again for the handlers it
-    # found; handlers that do nothing make that a normal return (exit status 0).
-    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        server.run(sockets=[sock])
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    log.info("stopped")
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    try:
-        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
-    except ValueError:
-        raise MtError(f"--host {host}: expected an IP address, e.g. 127.0.0.1 (this machine only) or 0.0.0.0 (all)")
-    # IPPROTO_TCP named: asyncio then sets TCP_NODELAY on each connection, so that an answer's header and body do
-    # not wait for the client's delayed ACK on a kept-alive connection (docs/serving.md)
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(2048)  # connections wait in the backlog until uvicorn has started
-    except OSError as e:
-        sock.close()
-        raise MtError(f"--host {host} --port {port}: cannot listen there ({e.strerror})")
-    return sock
-
-
-def read_api_keys(path) -> frozenset[str]:
-    """One key per line; blank lines and lines starting with # are skipped."""
-    from mt.core.lines import read_lines
-
-    keys = frozenset(line.strip() for line in read_lines(path) if line.strip() and not line.startswith("#"))
-    if not keys:
-        raise MtError(f"{path}: no API keys in it (one per line)")
-    return keys

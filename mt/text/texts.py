@@ -26,7 +26,7 @@ def split_for(translator: Translator, texts: list[Marked], split: bool = True) -
 
 def finish(translator: Translator, split: Split, found: list[list[Translation]]) -> list[Marked]:
     """The texts' translations from their sentences' best translations, marks placed (which reads the model again
-    for each sentence that has marks: mt's own engine)."""
+    for each sentence that has marks: mt's own engine, or a CTranslate2 export)."""
     translated = [Marked(nbest[0].text, place(sentence, nbest[0].text, translator) if sentence.spans else [])
                   for sentence, nbest in zip(split.sentences, found)]
     return split.join(translated)

@@ -1,0 +1,73 @@
+"""The JSON answers made from texts through the model: LibreTranslate's alternatives, and /api/translate's lines
+with their sentences, n-best lists and attention maps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import fmean
+
+from mt.decode.translator import Attention, Translation
+from mt.text.marks import Marked, Split
+from mt.text.sentences import Layout
+
+
+@dataclass
+class Done:
+    """Texts through the model: their sentences (`split`), each sentence's n-best and attention maps (per
+    translation, None where none was asked for), and the texts' translations with their marks placed."""
+
+    split: Split
+    found: list[list[Translation]]
+    maps: list[list[Attention | None]]
+    texts: list[Marked]
+
+
+def alternative_texts(done: Done, best: list[str], count: int) -> list[list[str]]:
+    """Each text's up to `count` other translations: its sentences' i-th translations rejoined, for i = 1 … count
+    (a sentence with fewer gives its last), those that differ from the best and from each other."""
+    others = [done.split.join([Marked(t.text) for t in _ranked(done.found, i)]) for i in range(1, count + 1)]
+    return [list(dict.fromkeys(other[k].text for other in others if other[k].text != text))
+            for k, text in enumerate(best)]
+
+
+def _ranked(found: list[list[Translation]], i: int) -> list[Translation]:
+    """Each sentence's i-th translation (its last, where it has fewer)."""
+    return [nbest[min(i, len(nbest) - 1)] for nbest in found]
+
+
+def lines_json(lines: list[str], done: Done) -> list[dict]:
+    """/api/translate's lines: each line's translation, its n-best, and its sentences with theirs."""
+    answer, start = [], 0
+    for line, layout, translated in zip(lines, done.split.layouts, done.texts):
+        end = start + len(layout.spans)
+        sentences, found, maps = done.split.sentences[start:end], done.found[start:end], done.maps[start:end]
+        answer.append({"source": line, "translation": translated.text, "translations": _line_nbest(layout, found, maps),
+                       "sentences": [{"source": sentence.text, "translations": _nbest_json(nbest, attentions)}
+                                     for sentence, nbest, attentions in zip(sentences, found, maps)]})
+        start = end
+    return answer
+
+
+def _line_nbest(layout: Layout, found: list[list[Translation]], maps: list[list[Attention | None]]) -> list[dict]:
+    """A line's n-best: its sentences' i-th translations rejoined (a sentence with fewer gives its last), scored by
+    the mean of their scores. A line of one sentence has its sentence's, with their attention maps."""
+    if len(found) == 1:
+        return [{**t, "text": layout.join([t["text"]])} for t in _nbest_json(found[0], maps[0])]
+    nbest = []
+    for i in range(max((len(n) for n in found), default=1)):
+        picked = _ranked(found, i)
+        nbest.append({"text": layout.join([t.text for t in picked]),
+                      "score": round(fmean(t.score for t in picked), 4) if picked else 0.0})
+    return nbest
+
+
+def _nbest_json(nbest: list[Translation], maps: list[Attention | None]) -> list[dict]:
+    return [{"text": t.text, "score": round(t.score, 4), **({"attention": _attention_json(a)} if a else {})}
+            for t, a in zip(nbest, maps)]
+
+
+def _attention_json(attention: Attention) -> dict:
+    """Pieces and per-layer weights [layers][T][S] (heads averaged), rounded for the page."""
+    layers = attention.weights.mean(dim=1)
+    return {"source": attention.source, "target": attention.target,
+            "layers": [[[round(w, 4) for w in row] for row in layer] for layer in layers.tolist()]}

@@ -1,0 +1,67 @@
+"""Running the application: uvicorn on a socket of our own, API keys, and a clean stop on SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import signal
+import socket
+
+import uvicorn
+
+from mt.config import ServeConfig
+from mt.core.errors import MtError
+from mt.decode.translator import Translator
+from mt.serve.app import create_app
+
+log = logging.getLogger(__name__)
+
+
+def serve(translator: Translator, engine: str, limits: ServeConfig, host: str, port: int,
+          api_keys: frozenset[str] = frozenset()) -> None:
+    """Serve until SIGTERM or Ctrl-C, which stop accepting, finish the requests in flight, and return."""
+    sock = _listen(host, port)
+    address = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
+    if not ipaddress.ip_address(sock.getsockname()[0]).is_loopback and not api_keys:
+        log.warning(f"listening on {host}, which other machines can reach, with no API keys (--api-keys FILE)")
+    config = uvicorn.Config(create_app(translator, engine, limits, api_keys), log_level="warning", access_log=False,
+                            timeout_graceful_shutdown=int(limits.request_timeout) + 5)
+    server = uvicorn.Server(config)
+    log.info(f"serving {engine} on {address} (the page at /, LibreTranslate's API at /translate; Ctrl-C stops)")
+    # uvicorn catches SIGTERM and SIGINT for its graceful shutdown, then raises them again for the handlers it
+    # found; handlers that do nothing make that a normal return (exit status 0).
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info("stopped")
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        raise MtError(f"--host {host}: expected an IP address, e.g. 127.0.0.1 (this machine only) or 0.0.0.0 (all)")
+    # IPPROTO_TCP named: asyncio then sets TCP_NODELAY on each connection, so that an answer's header and body do
+    # not wait for the client's delayed ACK on a kept-alive connection (docs/serving.md)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)  # connections wait in the backlog until uvicorn has started
+    except OSError as e:
+        sock.close()
+        raise MtError(f"--host {host} --port {port}: cannot listen there ({e.strerror})")
+    return sock
+
+
+def read_api_keys(path) -> frozenset[str]:
+    """One key per line; blank lines and lines starting with # are skipped."""
+    from mt.core.lines import read_lines
+
+    keys = frozenset(line.strip() for line in read_lines(path) if line.strip() and not line.startswith("#"))
+    if not keys:
+        raise MtError(f"{path}: no API keys in it (one per line)")
+    return keys
