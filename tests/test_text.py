@@ -136,3 +136,12 @@ def test_well_formed_html_stays_well_formed_wherever_the_marks_land():
         ET.fromstring(f"<root>{rendered}</root>")  # well-formed
         for tag in ("<b>", "</b>", "<i>", "</i>", '<a href="u">', "</a>", '<img src="i"/>', "<code>ten</code>"):
             assert rendered.count(tag) == source.count(tag)
+
+
+def test_a_placed_mark_is_widened_to_whole_words_but_not_over_an_english_clitic():
+    from mt.text.align import _words
+
+    text = "I'm Tom's father; I don't know it's here."
+    widened = {text[slice(*_words(text, text.index(part), text.index(part) + size))]
+               for part, size in (("Tom's", 2), ("don't", 2), ("father", 3), ("it's", 2))}
+    assert widened == {"Tom", "don't", "father", "it"}

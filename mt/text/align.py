@@ -12,12 +12,15 @@ which loses word order across them.)
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from mt.data.tokenizer import EOS
 from mt.decode.translator import Translator
 from mt.text.marks import Sentence, Span
 
+CLITIC = re.compile(r"['’](s|ll|re|ve|d|m)\b", re.IGNORECASE)  # an English word's clitic, where it begins
 # The decoder layers whose cross-attention aligns words best (averaged): the last (scripts/bench_real_text.py).
 LAYERS = slice(-1, None)
 
@@ -78,13 +81,14 @@ def _span(span: Span, source: list[tuple[int, int]], target: list[tuple[int, int
 
 def _words(text: str, start: int, end: int) -> tuple[int, int]:
     """[start, end) widened to whole words (letters, digits and apostrophes run on: "It's"), without whitespace at
-    its ends."""
+    its ends. An end just before one of English's clitics ('s, 'll, 're, …) stays there: they are words of their
+    own, so that a mark on 汤姆 in 汤姆的 wraps the "Tom" of "Tom's" (but "don't" stays whole)."""
     def word(c: str) -> bool:
         return c.isalnum() or c in "'’"
 
     while start > 0 and word(text[start - 1]) and word(text[start]):
         start -= 1
-    while end < len(text) and word(text[end - 1]) and word(text[end]):
+    while end < len(text) and word(text[end - 1]) and word(text[end]) and not CLITIC.match(text, end):
         end += 1
     while start < end and text[start].isspace():
         start += 1
