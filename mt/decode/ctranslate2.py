@@ -84,7 +84,7 @@ class CTranslate2Engine:
         return [result.log_probs for result in results]
 
     def cross_attention(self, src_ids: list[int], tgt_ids: list[int]) -> torch.Tensor:
-        """The cross-attention of a target (pieces then EOS) given its source (pieces then EOS), teacher forced:
+        """The cross-attention of a target (ids: pieces then EOS) given its source (ids, EOS last), teacher forced:
         [1, 1, T, S], the last decoder layer's weights averaged over its heads (the export's alignment layer and
         heads, mt/exchange/ctranslate2.py). CTranslate2 gives them for a search: one whose target prefix is the
         whole target, then one step, which the EOS row reads."""

@@ -20,6 +20,7 @@ from torch import Tensor
 from mt.data.batching import pad_ids, source_batches
 from mt.decode.cache import DecoderCache
 from mt.config import DecodeConfig
+from mt.core.errors import MtError
 from mt.model.transformer import Transformer, make_pad_mask, make_tgt_mask
 from mt.decode.packing import PackedWeights
 from mt.data.tokenizer import BOS, EOS, PAD
@@ -63,6 +64,10 @@ class SearchEngine(Protocol):
     def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
         """Forced decoding (mt/decode/score.py): the log-probability of each token of each target (ids: pieces then
         EOS, no BOS) given its source (ids, EOS last), one batch of pairs."""
+
+    def cross_attention(self, src_ids: list[int], tgt_ids: list[int]) -> Tensor:
+        """What each piece of a target (ids: pieces then EOS) attended to in its source (ids, EOS last), teacher
+        forced: weights [layers, heads, T, S] (a CTranslate2 export: its last layer, heads averaged, [1, 1, T, S])."""
 
 
 def search_sources(engine: SearchEngine, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
@@ -116,6 +121,13 @@ class Searcher:
             if decode.beam_size == 1:
                 return [[h] for h in greedy_search(self.ensemble, src, max_len, **options)]
             return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
+
+    def cross_attention(self, src_ids: list[int], tgt_ids: list[int]) -> Tensor:
+        """The model's cross-attention of a target given its source, teacher forced: [layers, heads, T, S]."""
+        if len(self.models) != 1:
+            raise MtError("attention maps need one model: an ensemble has none of its own")
+        src, tgt_input = pad_ids([src_ids]), pad_ids([[BOS] + tgt_ids[:-1]])   # the decoder reads BOS pieces …
+        return self.models[0].cross_attention(src.to(self.device), tgt_input.to(self.device))[0].cpu()
 
     @torch.inference_mode()
     def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:

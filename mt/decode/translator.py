@@ -13,14 +13,13 @@ from pathlib import Path
 
 from torch import Tensor
 
-from mt.data.batching import pad_ids
 from mt.exchange.checkpoint import default_checkpoint, load_model, training_facts
 from mt.config import Config, DecodeConfig, Device, Engine
 from mt.core.device import resolve_device
 from mt.core.errors import MtError
 from mt.decode.score import PairScore, score_pairs
 from mt.decode.search import Ensemble, SearchEngine, Searcher, search_sources
-from mt.data.tokenizer import BOS, Tokenizer
+from mt.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -94,18 +93,9 @@ class Translator:
         """The cross-attention of `translation` (its pieces re-encoded from the text) given `source`, or given
         `src_ids` where the caller has cut the source into pieces its own way (EOS last): every layer's and head's
         with mt's own engine, the last layer's averaged over its heads with a CTranslate2 export."""
-        models = getattr(self.engine, "models", None)
-        if models is not None and len(models) != 1:
-            raise MtError("attention maps need one model: an ensemble has none of its own")
         src_ids = src_ids or self.tokenizer.encode_src([source.strip()])[0]        # pieces … EOS
         tgt_ids = self.tokenizer.encode_tgt([translation])[0][1:]                  # pieces … EOS (BOS dropped)
-        if models is None:  # a CTranslate2 export
-            weights = self.engine.cross_attention(src_ids, tgt_ids)                # [1, 1, T, S]
-        else:
-            model = models[0]
-            device = next(model.parameters()).device
-            src, tgt_input = pad_ids([src_ids]), pad_ids([[BOS] + tgt_ids[:-1]])   # the decoder reads BOS pieces …
-            weights = model.cross_attention(src.to(device), tgt_input.to(device))[0].cpu()  # [layers, heads, T, S]
+        weights = self.engine.cross_attention(src_ids, tgt_ids)
         return Attention([self.tokenizer.src.id_to_piece(i) for i in src_ids], src_ids,
                          [self.tokenizer.tgt.id_to_piece(i) for i in tgt_ids], tgt_ids, weights)
 
