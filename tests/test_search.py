@@ -44,10 +44,11 @@ def test_cached_beam_equals_full_recomputation(alpha):
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
 
 
-def test_cached_search_with_packed_weights_equals_full_recomputation():
+@pytest.mark.parametrize("library", ["onednn", "mkl"])
+def test_cached_search_with_packed_weights_equals_full_recomputation(library):
     """8 rows, greedy or 2 sentences × 4 beams: a step size whose weights are packed (mt/decode/packing.py)."""
-    model, packed = peaky_model(), PackedWeights()
-    decoding = [model.decoder, model.generator]
+    model, packed = peaky_model(), PackedWeights(library)
+    decoding = [model]
     src, max_len = SRC.repeat(3, 1)[:8], MAX_LEN.repeat(3)[:8]
     full = greedy_search(model, src, max_len, use_cache=False)
     with packed.applied(decoding, rows=8):

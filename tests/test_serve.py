@@ -459,6 +459,24 @@ def test_a_lone_client_does_not_wait_for_company(translator):
     assert time.monotonic() - started < 1.0
 
 
+def test_a_client_just_answered_joins_the_one_that_waited_instead_of_alternating_rounds(translator):
+    recording = Recording(translator, delay=0.3)
+    worker = BatchingWorker(recording, wait_ms=200, max_tokens=4000)
+
+    def client(sentences):  # sends again as soon as it is answered
+        for sentence in sentences:
+            worker.submit([sentence], translator.decode).result(timeout=30)
+
+    first = threading.Thread(target=client, args=(["谢谢你。", "你好。"],))
+    first.start()
+    time.sleep(0.1)  # the first client's request is being decoded
+    waited = worker.submit(["我爱你"], translator.decode)
+    first.join()
+    waited.result(timeout=30)
+    worker.stop()
+    assert sorted(recording.calls[1]) == sorted(translator.encode(["我爱你", "你好。"]))
+
+
 def test_one_at_a_time_when_the_token_budget_is_one(translator):
     recording = Recording(translator)
     worker = BatchingWorker(recording, wait_ms=200, max_tokens=1)

@@ -5,7 +5,7 @@ import pytest
 from conftest import TINY_TOKENIZER
 from mt.config import TokenizerConfig
 from mt.core.errors import MtError
-from mt.data.tokenizer import BOS, EOS, PAD, UNK, Sampling, Tokenizer, train_tokenizer
+from mt.data.tokenizer import BATCH_CALL_MIN, BOS, EOS, PAD, UNK, Sampling, Tokenizer, train_tokenizer
 
 ZH = ["我爱你。", "你好。", "我们明天去北京。", "谢谢你。"] * 30
 EN = ["I love you.", "Hello.", "We will go to Beijing tomorrow.", "Thank you."] * 30
@@ -22,6 +22,14 @@ def test_source_ends_with_eos_and_target_is_framed_by_bos_eos(tokenizer):
     assert src[-1] == EOS and BOS not in src
     assert tgt[0] == BOS and tgt[-1] == EOS
     assert tokenizer.decode_tgt([tgt[1:-1], tgt]) == ["Hello.", "Hello."]
+
+
+def test_a_few_texts_and_many_give_the_same_pieces_and_text(tokenizer):
+    many = (ZH * BATCH_CALL_MIN)[:BATCH_CALL_MIN]  # SentencePiece's batch call; fewer: one call per text
+    ids = tokenizer.encode_src(many)
+    assert ids[:3] == tokenizer.encode_src(many[:3])
+    tgt = tokenizer.encode_tgt((EN * BATCH_CALL_MIN)[:BATCH_CALL_MIN])
+    assert tokenizer.decode_tgt(tgt)[:3] == tokenizer.decode_tgt(tgt[:3]) == EN[:3]
 
 
 def test_separate_vocabularies(tmp_path):

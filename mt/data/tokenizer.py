@@ -29,6 +29,9 @@ SRC_FILE, TGT_FILE = "spm.src.model", "spm.tgt.model"
 
 
 OPENCC = {"simplified": "t2s", "traditional": "s2t"}  # OpenCC's conversions into each script
+# SentencePiece's call for a list starts its threads anew each time: for fewer texts than this, one call per text
+# costs less (a request's few sentences in `mt serve`, most of all)
+BATCH_CALL_MIN = 128
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class Sampling:
 
 def _encode(processor: spm.SentencePieceProcessor, texts: list[str], sampling: Sampling | None) -> list[list[int]]:
     if sampling is None:
-        return processor.encode(texts)
+        return processor.encode(texts) if len(texts) >= BATCH_CALL_MIN else [processor.encode(t) for t in texts]
     # SentencePiece draws from a generator it seeds per encoding thread; one thread, seeded first, repeats
     spm.set_random_generator_seed(sampling.seed)
     return processor.encode(texts, enable_sampling=True, alpha=sampling.alpha, nbest_size=-1, num_threads=1)
@@ -90,7 +93,10 @@ class Tokenizer:
         return [[BOS] + ids + [EOS] for ids in _encode(self.tgt, self.normalize_tgt(texts), sampling)]
 
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
-        return self.tgt.decode([[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids])  # UNK shows as ⁇
+        ids = [[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids]
+        if len(ids) >= BATCH_CALL_MIN:
+            return self.tgt.decode(ids)  # UNK shows as ⁇
+        return [self.tgt.decode(seq) for seq in ids]
 
     def save(self, run_dir: Path) -> None:
         if self.joint:

@@ -1,14 +1,20 @@
-"""Faster decoding on the CPU: a search's small matrix products by weights packed into MKL's GEMM layout.
+"""Faster decoding on the CPU: a search's matrix products by weights kept in a BLAS library's own layout.
 
-A decoding step multiplies a few rows (one per sentence, or per beam) by every weight matrix of the decoder. At
-that size a plain product spends much of its time re-arranging the weight into the layout its kernel reads.
-MKL can keep a weight in that layout for products with a given number of rows M (cblas_sgemm_pack, then
-cblas_sgemm_compute); PyTorch exposes the pair as torch.ops.mkl._mkl_reorder_linear_weight and _mkl_linear, which
-its own compiler uses for frozen CPU models. An input with another number of rows gets the plain product.
+A decoding step multiplies a few rows (one per sentence, or per beam) by every weight matrix of the model. At that
+size a plain product spends much of its time re-arranging the weight into the layout its kernel reads. Two
+libraries in PyTorch's CPU builds can keep a weight in that layout, and PyTorch's own compiler uses both for frozen
+CPU models:
 
-The model knows nothing of this: `PackedWeights.applied` gives the chosen nn.Linear modules a packed forward
-for the duration of a block, on those module instances only, and takes it away after. ROWS are the step sizes
-where packing paid on the CPUs measured (docs/benchmarks.md).
+- oneDNN, for products with any number of rows: torch.ops.mkldnn._reorder_linear_weight, then _linear_pointwise.
+  Chosen on CPUs other than Intel's, where MKL (behind PyTorch's plain fp32 products) does not run its fastest
+  kernels, and oneDNN's products by a reordered weight take a fraction of the plain ones' time.
+- MKL, for products with a given number of rows M (cblas_sgemm_pack, then cblas_sgemm_compute):
+  torch.ops.mkl._mkl_reorder_linear_weight, then _mkl_linear; an input with another number of rows gets the plain
+  product. Chosen on Intel's CPUs, for step sizes in MKL_ROWS, where it paid on the CPUs measured.
+
+Both give a model's outputs to float32 rounding (docs/benchmarks.md). The model knows nothing of this:
+`PackedWeights.applied` gives the chosen nn.Linear modules a packed forward for the duration of a block, on those
+module instances only, and takes it away after.
 """
 
 from __future__ import annotations
@@ -16,54 +22,75 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 from weakref import WeakKeyDictionary
 
 import torch
 from torch import Tensor, nn
 
-ROWS = range(8, 65)  # the step sizes that are packed
+from mt.core.device import cpu_vendor
+
+Library = Literal["onednn", "mkl", "none"]
+MKL_ROWS = range(8, 65)  # the step sizes that MKL packs
 
 
-def can_pack(weight: Tensor) -> bool:
-    """MKL's packed product exists for fp32 weights on the CPU in PyTorch builds with MKL."""
-    return (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkl.is_available()
-            and hasattr(torch.ops.mkl, "_mkl_linear"))
+def best_library() -> Library:
+    """The library that packs weights on this machine: MKL on Intel's CPUs, oneDNN on the others."""
+    mkl = torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
+    vendor = cpu_vendor()
+    if vendor == "GenuineIntel" and mkl:
+        return "mkl"
+    if vendor and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+        return "onednn"
+    return "mkl" if mkl else "none"
 
 
-def _packed_forward(linear: nn.Linear, rows: int, packed: Tensor, x: Tensor) -> Tensor:
+def _onednn_forward(linear: nn.Linear, packed: Tensor, x: Tensor) -> Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, packed, linear.bias, "none", [], "")
+
+
+def _mkl_forward(linear: nn.Linear, rows: int, packed: Tensor, x: Tensor) -> Tensor:
     return torch.ops.mkl._mkl_linear(x, packed, linear.weight, linear.bias, rows)  # plain product if rows differ
 
 
 class PackedWeights:
     """Packed copies of some nn.Linear weights, kept by their owner (a translator) from one search to the next.
 
-    A weight is packed once, for the first step size in ROWS that a search brings, and packed again only when
-    the weight changes: one packed copy per weight, however the batch sizes vary.
+    A weight is packed once (by MKL: for the first step size in MKL_ROWS that a search brings) and packed again only
+    when the weight changes: one packed copy per weight, however the batch sizes vary.
     """
 
-    def __init__(self):
+    def __init__(self, library: Library | None = None):
+        self.library = best_library() if library is None else library
         self._kept: WeakKeyDictionary[nn.Linear, tuple[int, tuple[int, int], Tensor]] = WeakKeyDictionary()
 
     @contextmanager
     def applied(self, modules: list[nn.Module], rows: int) -> Iterator[None]:
-        """Within the block, every packable nn.Linear in `modules` multiplies inputs of `rows` rows by its packed
-        weight (when it was packed for that size). The block must not change the weights."""
-        linears = [m for module in modules for m in module.modules()
-                   if isinstance(m, nn.Linear) and can_pack(m.weight)] if rows in ROWS else []
+        """Within the block, every packable fp32 CPU nn.Linear in `modules` multiplies by its packed weight: any
+        input with oneDNN, inputs of `rows` rows with MKL. The block must not change the weights."""
+        linears = [m for module in modules for m in module.modules() if isinstance(m, nn.Linear)
+                   and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32]
+        if self.library == "none" or (self.library == "mkl" and rows not in MKL_ROWS):
+            linears = []
         try:
             for linear in linears:  # an instance attribute, which nn.Module's __call__ finds before the class's
-                linear.forward = functools.partial(_packed_forward, linear, *self._packed(linear, rows))
+                linear.forward = self._forward(linear, rows)
             yield
         finally:
             for linear in linears:
                 linear.__dict__.pop("forward", None)
 
-    def _packed(self, linear: nn.Linear, rows: int) -> tuple[int, Tensor]:
-        """linear's packed weight and the rows it is for: the kept one, unless the weight changed since."""
+    def _forward(self, linear: nn.Linear, rows: int) -> functools.partial:
+        """linear's packed product, with the kept packed weight unless the weight changed since."""
         weight = (linear.weight.data_ptr(), linear.weight._version)  # an optimiser step bumps _version
         if linear not in self._kept or self._kept[linear][1] != weight:
             self._kept.pop(linear, None)  # free the old one first
-            packed = torch.ops.mkl._mkl_reorder_linear_weight(linear.weight.detach(), rows)
+            if self.library == "onednn":
+                packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), None)
+            else:
+                packed = torch.ops.mkl._mkl_reorder_linear_weight(linear.weight.detach(), rows)
             self._kept[linear] = (rows, weight, packed)
         kept_rows, _, packed = self._kept[linear]
-        return kept_rows, packed
+        if self.library == "onednn":
+            return functools.partial(_onednn_forward, linear, packed)
+        return functools.partial(_mkl_forward, linear, kept_rows, packed)

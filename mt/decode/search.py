@@ -88,8 +88,8 @@ def output_limit(decode: DecodeConfig, src_len: int, max_positions: int) -> int:
 
 
 class Searcher:
-    """mt's own engine: a model (or an ensemble) on a device. On the CPU, the decoder's steps multiply by weights
-    packed for their size (mt/decode/packing.py), kept from batch to batch."""
+    """mt's own engine: a model (or an ensemble) on a device. On the CPU, a search multiplies by weights packed into
+    a BLAS library's layout (mt/decode/packing.py), kept from batch to batch."""
 
     def __init__(self, model: Transformer | Ensemble, device: torch.device):
         self.ensemble, self.device = Ensemble.of(model), device
@@ -115,9 +115,8 @@ class Searcher:
         max_len = torch.tensor(limits, device=self.device)                                        # [B]
         options = {"alpha": decode.alpha, "min_len": decode.min_len,
                    "no_repeat_ngram_size": decode.no_repeat_ngram_size}
-        # Each decoder step has B·beam rows (fewer once a beam search sentence is done)
-        steps = [module for model in self.models for module in (model.decoder, model.generator)]
-        with self.packed.applied(steps, len(src_ids) * decode.beam_size):
+        # Each decoder step has B·beam rows (fewer once a beam search sentence is done): MKL packs for that size
+        with self.packed.applied(self.models, len(src_ids) * decode.beam_size):
             if decode.beam_size == 1:
                 return [[h] for h in greedy_search(self.ensemble, src, max_len, **options)]
             return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)

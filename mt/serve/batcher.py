@@ -1,9 +1,10 @@
 """Batching across requests: a bounded queue of translation jobs and one worker thread that decodes them together.
 
 A server's requests arrive one sentence or a few at a time; decoding each alone leaves most of the machine idle.
-The worker takes the oldest job and the others waiting, and, while fewer have come than in its last round, those
-that arrive: until none has come for `wait_ms`, `max_tokens` source tokens are gathered, or the first job has
-waited 10 × `wait_ms`. It translates all the gathered lines with one `Translator.translate_ids` call, which sorts
+The worker takes the oldest job and the others waiting, and, while fewer have come than it expects (the last
+round's jobs, whose clients are likely to send again, and those that were waiting when it ended), those that
+arrive: until none has come for `wait_ms`, `max_tokens` source tokens are gathered, or the first job has waited
+10 × `wait_ms`. It translates all the gathered lines with one `Translator.translate_ids` call, which sorts
 them by length into token-budget batches; each line was encoded once, when its job was submitted. Jobs with other
 decode settings are translated in their own call. A job that was cancelled before the worker reached it (its
 client left, or it waited too long) is skipped, never decoded. Other work that reads the model (placing a text's
@@ -63,7 +64,7 @@ class BatchingWorker:
     def __init__(self, translator: Translator, wait_ms: float = 5.0, max_tokens: int = 4000, queue_size: int = 256):
         self.translator, self.wait, self.max_tokens = translator, wait_ms / 1000, max_tokens
         self.jobs: queue.Queue[Job | Call | None] = queue.Queue(maxsize=queue_size)
-        self.last_round = 1  # jobs translated together last time
+        self.expected = 1  # jobs the next round waits for: the last round's and those waiting when it ended
         self.thread = threading.Thread(target=self._run, name="mt-batching-worker", daemon=True)
         self.thread.start()
 
@@ -92,6 +93,7 @@ class BatchingWorker:
         while (job := self.jobs.get()) is not None:
             jobs = self._gather(job) if isinstance(job, Job) else [job]
             self._translate([j for j in jobs if isinstance(j, Job) and j.result.set_running_or_notify_cancel()])
+            self.expected = sum(isinstance(j, Job) for j in jobs) + self.jobs.qsize()
             if isinstance(jobs[-1], Call):
                 self._call(jobs[-1])
             elif jobs[-1] is None:
@@ -101,16 +103,17 @@ class BatchingWorker:
         """The first job and those that come with it, up to the token budget or a Call (run after them; None: stop
         after them).
 
-        The jobs already waiting are all taken. Then it waits for more only while fewer have come than the last
-        round had: those clients, answered one by one, are likely to send again, and waiting for them (until
-        none has come for `wait`) keeps them in one round instead of two that alternate. A lone client never
-        waits for company that is not coming."""
+        The jobs already waiting are all taken. Then it waits for more only while fewer have come than expected:
+        the last round's clients, just answered, are likely to send again, and waiting for them (until none has
+        come for `wait`) brings them into one round with those who sent while it ran, instead of two rounds that
+        alternate, each with half the rows a step could take. A lone client never waits for company that is not
+        coming."""
         jobs, tokens, deadline = [first], first.tokens, time.monotonic() + 10 * self.wait
         while tokens < self.max_tokens:
             try:
                 job = self.jobs.get_nowait()
             except queue.Empty:
-                if len(jobs) >= self.last_round or not self.wait:
+                if len(jobs) >= self.expected or not self.wait:
                     break
                 try:
                     job = self.jobs.get(timeout=min(self.wait, deadline - time.monotonic()))
@@ -120,7 +123,6 @@ class BatchingWorker:
             if not isinstance(job, Job):
                 break
             tokens += job.tokens
-        self.last_round = sum(isinstance(job, Job) for job in jobs)
         return jobs
 
     def _translate(self, jobs: list[Job]) -> None:
