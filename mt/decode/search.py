@@ -115,8 +115,11 @@ class Searcher:
         max_len = torch.tensor(limits, device=self.device)                                        # [B]
         options = {"alpha": decode.alpha, "min_len": decode.min_len,
                    "no_repeat_ngram_size": decode.no_repeat_ngram_size}
-        # Each decoder step has B·beam rows (fewer once a beam search sentence is done): MKL packs for that size
-        with self.packed.applied(self.models, len(src_ids) * decode.beam_size):
+        # oneDNN packs every product; MKL packs for one number of rows, that of the decoder's steps: B·beam (fewer
+        # once a beam search sentence is done)
+        parts = self.models if self.packed.library == "onednn" else [
+            module for model in self.models for module in (model.decoder, model.generator)]
+        with self.packed.applied(parts, len(src_ids) * decode.beam_size):
             if decode.beam_size == 1:
                 return [[h] for h in greedy_search(self.ensemble, src, max_len, **options)]
             return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
@@ -136,8 +139,9 @@ class Searcher:
         tgt_input = pad_ids([[BOS] + ids[:-1] for ids in tgt_ids]).to(self.device)               # [B, T]: BOS pieces
         gold = pad_ids(tgt_ids).to(self.device)                                                   # [B, T]: pieces EOS
         # log-linear: the weighted mean of the models' log-probabilities of the gold tokens, [N] (N: real tokens)
-        log_probs = sum(w * gold_log_probs(model, src, tgt_input, gold)
-                        for w, model in zip(self.ensemble.weights, self.models))
+        with self.packed.applied(self.models, rows=0):  # products of no one size: packed by oneDNN only
+            log_probs = sum(w * gold_log_probs(model, src, tgt_input, gold)
+                            for w, model in zip(self.ensemble.weights, self.models))
         return [row.tolist() for row in log_probs.split([len(ids) for ids in tgt_ids])]
 
 
