@@ -43,9 +43,14 @@ class Sampling:
     seed: int
 
 
+def _each(call: Callable, items: list) -> list:
+    """call(items) for SentencePiece's list call, or one call per item where that costs less (BATCH_CALL_MIN)."""
+    return call(items) if len(items) >= BATCH_CALL_MIN else [call(item) for item in items]
+
+
 def _encode(processor: spm.SentencePieceProcessor, texts: list[str], sampling: Sampling | None) -> list[list[int]]:
     if sampling is None:
-        return processor.encode(texts) if len(texts) >= BATCH_CALL_MIN else [processor.encode(t) for t in texts]
+        return _each(processor.encode, texts)
     # SentencePiece draws from a generator it seeds per encoding thread; one thread, seeded first, repeats
     spm.set_random_generator_seed(sampling.seed)
     return processor.encode(texts, enable_sampling=True, alpha=sampling.alpha, nbest_size=-1, num_threads=1)
@@ -93,10 +98,7 @@ class Tokenizer:
         return [[BOS] + ids + [EOS] for ids in _encode(self.tgt, self.normalize_tgt(texts), sampling)]
 
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
-        ids = [[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids]
-        if len(ids) >= BATCH_CALL_MIN:
-            return self.tgt.decode(ids)  # UNK shows as ⁇
-        return [self.tgt.decode(seq) for seq in ids]
+        return _each(self.tgt.decode, [[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids])  # UNK: ⁇
 
     def save(self, run_dir: Path) -> None:
         if self.joint:

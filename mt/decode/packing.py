@@ -62,12 +62,13 @@ class PackedWeights:
 
     def __init__(self, library: Library | None = None):
         self.library = best_library() if library is None else library
-        self._kept: WeakKeyDictionary[nn.Linear, tuple[int, tuple[int, int], Tensor]] = WeakKeyDictionary()
+        self._kept: WeakKeyDictionary[nn.Linear, tuple[int | None, tuple[int, int], Tensor]] = WeakKeyDictionary()
 
     @contextmanager
-    def applied(self, modules: list[nn.Module], rows: int) -> Iterator[None]:
+    def applied(self, modules: list[nn.Module], rows: int | None) -> Iterator[None]:
         """Within the block, every packable fp32 CPU nn.Linear in `modules` multiplies by its packed weight: any
-        input with oneDNN, inputs of `rows` rows with MKL. The block must not change the weights."""
+        input with oneDNN, inputs of `rows` rows with MKL (None: the block's products have no one size, and MKL
+        packs none). The block must not change the weights."""
         linears = [m for module in modules for m in module.modules() if isinstance(m, nn.Linear)
                    and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32]
         if self.library == "none" or (self.library == "mkl" and rows not in MKL_ROWS):
@@ -80,7 +81,7 @@ class PackedWeights:
             for linear in linears:
                 linear.__dict__.pop("forward", None)
 
-    def _forward(self, linear: nn.Linear, rows: int) -> functools.partial:
+    def _forward(self, linear: nn.Linear, rows: int | None) -> functools.partial:
         """linear's packed product, with the kept packed weight unless the weight changed since."""
         weight = (linear.weight.data_ptr(), linear.weight._version)  # an optimiser step bumps _version
         if linear not in self._kept or self._kept[linear][1] != weight:

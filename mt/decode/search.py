@@ -139,7 +139,7 @@ class Searcher:
         tgt_input = pad_ids([[BOS] + ids[:-1] for ids in tgt_ids]).to(self.device)               # [B, T]: BOS pieces
         gold = pad_ids(tgt_ids).to(self.device)                                                   # [B, T]: pieces EOS
         # log-linear: the weighted mean of the models' log-probabilities of the gold tokens, [N] (N: real tokens)
-        with self.packed.applied(self.models, rows=0):  # products of no one size: packed by oneDNN only
+        with self.packed.applied(self.models, rows=None):  # products of no one size: packed by oneDNN only
             log_probs = sum(w * gold_log_probs(model, src, tgt_input, gold)
                             for w, model in zip(self.ensemble.weights, self.models))
         return [row.tolist() for row in log_probs.split([len(ids) for ids in tgt_ids])]

@@ -12,8 +12,8 @@ all the request's texts are decoded as one job of the BatchingWorker (mt/serve/b
 requests together, and each text is put back in its shape (finish), with its marks (HTML's inline elements, a
 document's runs) placed by the cross-attention. Sentences already translated come from the translation cache
 instead (mt/serve/translation_cache.py); translated files wait for their download in mt/serve/downloads.py.
-Starlette (run on uvicorn by mt/serve/server.py): a small, well-kept ASGI stack; LibreTranslate's API fixes our request and answer shapes,
-so FastAPI's schema generation and validation would add a layer without doing a job here.
+Starlette (run on uvicorn by mt/serve/server.py): a small, well-kept ASGI stack; LibreTranslate's API fixes our
+request and answer shapes, so FastAPI's schema generation and validation would add a layer without doing a job here.
 """
 
 from __future__ import annotations
