@@ -324,6 +324,8 @@ def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")])
     averaged = f" (average of {', '.join(state['averaged'])})" if "averaged" in state else ""
     print(f"checkpoint: {checkpoint}{averaged}")
     print(f"step: {state.get('step', 0):,}")
+    if "imported" in state:
+        print(f"imported from: {state['imported']['from']} (mt import --{state['imported']['format']})")
     started = state.get("init_from")
     while started:  # fine-tuned from a checkpoint, itself perhaps fine-tuned from another
         kept = f", keeping its {', '.join(started['kept'])}" if started["kept"] else ""
@@ -481,6 +483,24 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
         log.info("test set: " + " | ".join(test.lines()))
     export_huggingface(source, huggingface, test)
     log.info(f"exported {source} → {huggingface} (use it with: pipeline(\"translation\", model=\"{huggingface}\"))")
+
+
+@app.command("import")
+def import_(huggingface: Annotated[str, typer.Option(
+                "--huggingface", help="A Hugging Face MarianMTModel: a directory (an OPUS-MT model, or mt's own "
+                "export), or a hub name such as Helsinki-NLP/opus-mt-zh-en where the hub is reachable.")],
+            output: Annotated[Path, typer.Option(
+                "--output", "-o", help="A new checkpoint file (NAME.pt), or a new run directory: its "
+                "checkpoints/best.pt, tokenizer and config.yaml (to fine-tune with --init-from).")],
+            src_lang: Annotated[str, typer.Option("--src-lang", help="The source language, when the model's "
+                                                  "tokenizer does not name it.")] = "",
+            tgt_lang: Annotated[str, typer.Option("--tgt-lang", help="The target language, likewise.")] = ""):
+    """Make an mt checkpoint of a Hugging Face Marian model, which translate, evaluate, serve, both exports,
+    ensembles and --init-from then take."""
+    from mt.exchange.import_huggingface import import_huggingface
+
+    checkpoint = import_huggingface(huggingface, output, src_lang, tgt_lang)
+    log.info(f"imported {huggingface} → {checkpoint} (translate with: mt translate --checkpoint {checkpoint})")
 
 
 @app.command()

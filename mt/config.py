@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 # both read them from here (Typer shows them in --help and refuses others).
 Norm = Literal["post", "pre"]  # post: Add&Norm as in the paper; pre: LayerNorm before each sub-layer
 Positions = Literal["sinusoidal", "learned"]  # learned: a trained vector per position (the paper's Table 3, row E)
+Activation = Literal["relu", "swish"]  # the feed-forward network's: the paper's max(0, x), or Marian's x·sigmoid(x)
 Script = Literal["simplified", "traditional", "keep"]
 Device = Literal["auto", "cpu", "cuda"]  # auto: cuda when there is a GPU, else cpu
 Engine = Literal["mt", "ctranslate2"]  # what translates: mt's own search, or a CTranslate2 export of the model
@@ -107,6 +108,10 @@ class ModelConfig:
     init_std: Float = key(0.0, "0: Glorot-uniform projections (tensor2tensor); > 0: every weight drawn from "
                           "N(0, init_std²), as BERT and Marian do.")
     max_positions: Int = key(1024, "Rows of the position table: the longest sentence, in tokens, the model reads.")
+    activation: Activation = key("relu", "The feed-forward network's activation: relu, as in the paper; or swish "
+                                 "(x·sigmoid(x)), as Marian's models (OPUS-MT) have.")
+    output_bias: Bool = key(False, "A bias on the generator's logits, as Marian's models have (final_logits_bias); "
+                            "the paper's has none.")
 
 
 @dataclass

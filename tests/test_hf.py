@@ -12,7 +12,8 @@ from conftest import tiny_model
 from mt.exchange.checkpoint import save_checkpoint, tokenizer_state
 from mt.config import Config, DataConfig, TokenizerConfig, config_to_dict
 from mt.core.errors import MtError
-from mt.exchange.huggingface import export_huggingface, marian_weights, residual_order
+from mt.exchange.huggingface import export_huggingface
+from mt.exchange.marian import marian_weights, residual_order
 from mt.model.transformer import Transformer
 from mt.data.tokenizer import BOS, EOS, PAD, train_tokenizer
 from mt.decode.translator import load_translator

@@ -15,7 +15,7 @@ MODULES = {  # bottom up inside each package
              {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_lock"}, {"device"}],
     "data": [{"tokenizer"}, {"corpora"}, {"batching"}],
     "model": [{"dropout"}, {"transformer"}],
-    "exchange": [{"checkpoint"}, {"export"}, {"ctranslate2", "huggingface"}],
+    "exchange": [{"checkpoint"}, {"export"}, {"marian"}, {"ctranslate2", "huggingface", "import_huggingface"}],
     "decode": [{"cache", "packing"}, {"search"}, {"ctranslate2", "score"}, {"translator"}, {"evaluate"}],
     "clean": [{"normalise"}, {"filters", "contamination"}, {"cleaning"}, {"report"}],
     "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"documents", "texts"}],

@@ -50,7 +50,8 @@ def model_spec(model: Transformer, src_vocabulary: list[str], tgt_vocabulary: li
     config = model.config
     spec = transformer_spec.TransformerSpec.from_config(
         (config.num_encoder_layers, config.num_decoder_layers), config.num_heads,
-        pre_norm=config.norm == "pre", alignment_heads=config.num_heads)
+        pre_norm=config.norm == "pre", alignment_heads=config.num_heads,
+        activation=common_spec.Activation.SWISH if config.activation == "swish" else common_spec.Activation.RELU)
     spec.config.layer_norm_epsilon = model.encoder.layers[0].add_norm_attn.norm.eps
     table = model.positions.table.detach().numpy()  # our sinusoid layout, not CTranslate2's own
 

@@ -1,12 +1,8 @@
 """Hugging Face Transformers: a checkpoint as a MarianMTModel directory that `transformers` loads with no code of
 ours (`MarianMTModel.from_pretrained`, `MarianTokenizer.from_pretrained`, `pipeline("translation", model=DIR)`).
 
-Marian is the paper's post-LN Transformer with √d-scaled embeddings and sinusoidal positions, as mt's default
-model is, so the export maps box to box. One difference: Marian lays its position table out as
-[sin(every frequency) | cos(every frequency)], where ours interleaves sin and cos. A Transformer computes the same
-function under any fixed permutation of its residual stream's coordinates (LayerNorm and the residual sums act on
-each coordinate alike), so the export permutes the d_model axis of every weight that reads from or writes to that
-stream, and the exported model equals ours. Pre-LN and learned positions have no Marian equivalent: refused.
+The export maps box to box, with the residual stream's coordinates in Marian's order (mt/exchange/marian.py), so
+the exported model equals ours. Pre-LN and learned positions have no Marian equivalent: refused.
 
 The tokenizer is MarianTokenizer with our own SentencePiece model(s), so the pieces are exactly mt's.
 """
@@ -17,7 +13,6 @@ import json
 from pathlib import Path
 
 import torch
-from torch import Tensor, nn
 
 from mt.config import Config
 from mt.core.atomic import atomic_directory
@@ -25,8 +20,9 @@ from mt.core.errors import MtError
 from mt.core.scoring import Scores
 from mt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 from mt.exchange.checkpoint import cleaning_line, load_model, training_facts
-from mt.exchange.export import export_kind, optional_package, pieces, sublayers, write_meta
-from mt.model.transformer import MultiHeadAttention, Transformer
+from mt.exchange.export import export_kind, optional_package, pieces, write_meta
+from mt.exchange.marian import check_logits, marian_weights
+from mt.model.transformer import Transformer
 
 EXPORT = export_kind("huggingface", "a Hugging Face export of mt")
 
@@ -65,74 +61,8 @@ def refuse_what_marian_cannot_express(config: Config) -> None:
                       "with model.positions: sinusoidal to export it (mt export --ctranslate2 takes either)")
 
 
-def residual_order(d_model: int) -> Tensor:
-    """Marian's coordinate k of the residual stream is our coordinate order[k]: its [sin | cos] table is ours
-    with the even (sin) coordinates first, then the odd (cos) ones."""
-    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
-
-
-# Our sublayers under Marian's names; the LayerNorm after each is NAME_layer_norm
-MARIAN_SUBLAYERS = {"self_attention": "self_attn", "cross_attention": "encoder_attn", "feed_forward": "final"}
-
-
-def marian_weights(model: Transformer) -> dict[str, Tensor]:
-    """Our weights under Marian's names, the residual stream's coordinates in Marian's order."""
-    order = residual_order(model.config.d_model)
-    weights: dict[str, Tensor] = {}
-
-    def reads(name: str, linear: nn.Linear) -> None:  # a projection of the residual stream: its input columns
-        weights[f"{name}.weight"] = linear.weight[:, order]
-        if linear.bias is not None:
-            weights[f"{name}.bias"] = linear.bias
-
-    def writes(name: str, linear: nn.Linear) -> None:  # a projection into the residual stream: its output rows
-        weights[f"{name}.weight"] = linear.weight[order]
-        weights[f"{name}.bias"] = linear.bias[order]
-
-    def norm(name: str, layer_norm: nn.LayerNorm) -> None:
-        weights[f"{name}.weight"], weights[f"{name}.bias"] = layer_norm.weight[order], layer_norm.bias[order]
-
-    def attention(name: str, attn: MultiHeadAttention) -> None:
-        for ours, theirs in ((attn.w_q, "q_proj"), (attn.w_k, "k_proj"), (attn.w_v, "v_proj")):
-            reads(f"{name}.{theirs}", ours)
-        writes(f"{name}.out_proj", attn.w_o)
-
-    src, tgt = model.src_embed.embedding.weight, model.tgt_embed.embedding.weight
-    if tgt is src:
-        weights["model.shared.weight"] = src[:, order]
-    else:
-        weights["model.encoder.embed_tokens.weight"] = src[:, order]
-        weights["model.decoder.embed_tokens.weight"] = tgt[:, order]
-    if model.generator.proj.weight is not tgt:
-        reads("lm_head", model.generator.proj)
-    for sublayer in sublayers(model):
-        layer, theirs = f"model.{sublayer.stack}.layers.{sublayer.layer}", MARIAN_SUBLAYERS[sublayer.kind]
-        if sublayer.kind == "feed_forward":  # fc1 and fc2 sit in the layer itself
-            reads(f"{layer}.fc1", sublayer.box.w_1)
-            writes(f"{layer}.fc2", sublayer.box.w_2)
-        else:
-            attention(f"{layer}.{theirs}", sublayer.box)
-        norm(f"{layer}.{theirs}_layer_norm", sublayer.norm)
-    weights["final_logits_bias"] = torch.zeros(1, model.generator.proj.out_features)
-    return {name: tensor.detach().clone() for name, tensor in weights.items()}
-
-
-@torch.no_grad()
-def check_logits(model: Transformer, marian, tolerance: float = 1e-4) -> None:
-    """The exported model must give our logits (a failure here is a fault of mt's, not the user's)."""
-    generator = torch.Generator().manual_seed(0)
-    src = torch.randint(4, model.src_embed.embedding.num_embeddings, (2, 9), generator=generator)
-    tgt = torch.randint(4, model.tgt_embed.embedding.num_embeddings, (2, 7), generator=generator)
-    src[:, -1], tgt[:, 0] = EOS, BOS
-    ours = model.eval()(src, tgt)                                                  # [B, T, V]
-    theirs = marian(input_ids=src, decoder_input_ids=tgt).logits
-    if not torch.allclose(ours, theirs, atol=tolerance, rtol=0):
-        raise MtError(f"the exported model's logits differ from mt's by up to {(ours - theirs).abs().max():.2g}; "
-                      "nothing was written", exit_code=1)
-
-
 def marian_config(model: Transformer, transformers):
-    """Marian's config for our model: post-LN, ReLU, √d-scaled embeddings, our special ids, our tying."""
+    """Marian's config for our model: post-LN, our activation, √d-scaled embeddings, our special ids, our tying."""
     m = model.config
     tied = model.tgt_embed.embedding.weight is model.src_embed.embedding.weight
     return transformers.MarianConfig(
@@ -140,7 +70,7 @@ def marian_config(model: Transformer, transformers):
         decoder_vocab_size=model.tgt_embed.embedding.num_embeddings,
         d_model=m.d_model, encoder_layers=m.num_encoder_layers, decoder_layers=m.num_decoder_layers,
         encoder_attention_heads=m.num_heads, decoder_attention_heads=m.num_heads, encoder_ffn_dim=m.d_ff,
-        decoder_ffn_dim=m.d_ff, activation_function="relu", dropout=m.dropout, attention_dropout=0.0,
+        decoder_ffn_dim=m.d_ff, activation_function=m.activation, dropout=m.dropout, attention_dropout=0.0,
         activation_dropout=0.0, max_position_embeddings=m.max_positions, scale_embedding=True,
         pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS, decoder_start_token_id=BOS, forced_eos_token_id=None,
         share_encoder_decoder_embeddings=tied,

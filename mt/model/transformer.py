@@ -92,16 +92,22 @@ class MultiHeadAttention(nn.Module):
         return x.view(x.size(0), x.size(1), self.num_heads, self.d_k).transpose(1, 2)
 
 
-class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position alike: [B,L,D] → [B,L,D]."""
+# The feed-forward network's activation: the paper's max(0, x), or swish x·sigmoid(x), which Marian's models use
+ACTIVATIONS = {"relu": F.relu, "swish": F.silu}
 
-    def __init__(self, d_model: int, d_ff: int):
+
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position alike: [B,L,D] → [B,L,D]. With
+    model.activation swish, x·sigmoid(x) takes the place of max(0, x)."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
+        self.activation = ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(F.relu(self.w_1(x)))
+        return self.w_2(self.activation(self.w_1(x)))
 
 
 class AddNorm(nn.Module):
@@ -130,7 +136,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         pre = config.norm == "pre"
         self.self_attn = MultiHeadAttention(config.d_model, config.num_heads)
-        self.feed_forward = PositionwiseFeedForward(config.d_model, config.d_ff)
+        self.feed_forward = PositionwiseFeedForward(config.d_model, config.d_ff, config.activation)
         self.add_norm_attn = AddNorm(config.d_model, config.dropout, pre)
         self.add_norm_ff = AddNorm(config.d_model, config.dropout, pre)
 
@@ -148,7 +154,7 @@ class DecoderLayer(nn.Module):
         pre = config.norm == "pre"
         self.self_attn = MultiHeadAttention(config.d_model, config.num_heads)
         self.cross_attn = MultiHeadAttention(config.d_model, config.num_heads)
-        self.feed_forward = PositionwiseFeedForward(config.d_model, config.d_ff)
+        self.feed_forward = PositionwiseFeedForward(config.d_model, config.d_ff, config.activation)
         self.add_norm_self = AddNorm(config.d_model, config.dropout, pre)
         self.add_norm_cross = AddNorm(config.d_model, config.dropout, pre)
         self.add_norm_ff = AddNorm(config.d_model, config.dropout, pre)
@@ -244,11 +250,12 @@ class Decoder(nn.Module):
 
 
 class Generator(nn.Module):
-    """The final linear layer: hidden states [B,T,D] → logits [B,T,V]. The loss applies the softmax."""
+    """The final linear layer: hidden states [B,T,D] → logits [B,T,V]. The loss applies the softmax. The paper's
+    has no bias; model.output_bias adds one (Marian's models have it)."""
 
-    def __init__(self, d_model: int, vocab_size: int):
+    def __init__(self, d_model: int, vocab_size: int, bias: bool = False):
         super().__init__()
-        self.proj = nn.Linear(d_model, vocab_size, bias=False)
+        self.proj = nn.Linear(d_model, vocab_size, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.proj(x)
@@ -267,7 +274,7 @@ class Transformer(nn.Module):
         self.positions = positions(config.d_model, config.dropout, config.max_positions)
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
-        self.generator = Generator(config.d_model, tgt_vocab_size)
+        self.generator = Generator(config.d_model, tgt_vocab_size, config.output_bias)
         self._init_weights()
         if config.tie_embeddings and src_vocab_size == tgt_vocab_size:
             # Section 3.4: one matrix for both embeddings and the pre-softmax projection (joint vocabulary).
