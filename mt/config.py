@@ -382,6 +382,17 @@ class DecodeConfig:
                                     flag="no_repeat_ngram")
     max_tokens: Int = key(4000, "Source tokens per decoding batch (sentences sorted by length, then grouped).",
                           per_request=False)
+    sample: Bool = key(False, "Draw each next token at random from the model's distribution (narrowed by top_k, "
+                       "top_p and temperature) instead of searching for the likeliest output: varied outputs, as "
+                       "back-translation wants (Edunov et al., 2018). One output per sentence; seeded by seed.",
+                       per_request=False)
+    top_k: Int = key(0, "Sampling: draw from the k likeliest tokens only (0: from all).", per_request=False)
+    top_p: Float = key(1.0, "Sampling: draw from the fewest likeliest tokens whose probabilities reach p (nucleus "
+                       "sampling; 1: from all).", per_request=False)
+    temperature: Float = key(1.0, "Sampling: divides the log-probabilities before the draw (below 1: closer to "
+                             "greedy; above: more varied).", per_request=False)
+    seed: Int = key(0, "Sampling: the same seed, input and settings give the same outputs (mt's engine; "
+                    "CTranslate2's draws do not repeat).", per_request=False)
     split_sentences: Bool = key(True, "Split each text into sentences before translating and rejoin them in the "
                                 "text's shape (off: each line is translated whole, as `mt evaluate --src` does "
                                 "unless --split is given).", flag="split")
@@ -406,6 +417,10 @@ class DecodeConfig:
             (self.min_len >= 0, "min_len", "must be 0 or more"),
             (self.no_repeat_ngram_size >= 0, "no_repeat_ngram_size", "must be 0 (off) or more"),
             (self.max_tokens > 0, "max_tokens", "must be positive"),
+            (self.top_k >= 0, "top_k", "must be 0 (all tokens) or more"),
+            (0 < self.top_p <= 1, "top_p", "must be in (0, 1]"),
+            (self.temperature > 0, "temperature", "must be positive"),
+            (not self.sample or self.nbest == 1, "nbest", "sampling gives one output per sentence"),
         ]
         for ok, name, why in checks:
             if not ok:

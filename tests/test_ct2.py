@@ -198,3 +198,20 @@ def test_without_ctranslate2_exporting_and_translating_say_how_to_install_it(mon
         export_ctranslate2(tmp_path / "model.pt", tmp_path / "ct2")
     with pytest.raises(MtError, match=hint):
         load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2")
+
+
+def test_the_export_samples_too_and_is_greedy_at_top_k_one(trained_runs, corpus_dir, tmp_path):
+    """Not seeded: CTranslate2's seed does not make its draws repeat (OpenNMT/CTranslate2#1757)."""
+    checkpoint = trained_runs[0] / "checkpoints" / "last.pt"
+    export_ctranslate2(checkpoint, tmp_path / "ct2")
+    lines = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()
+    ct2 = load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2", compute_type="float32")
+    decode = ct2.decode.replace(sample=True, temperature=3.0, max_len_a=1.0, max_len_b=5)
+
+    def texts(engine, **change):
+        return [t[0].text for t in engine.translate(lines, decode.replace(**change))]
+
+    greedy = texts(load_translator(checkpoint, "cpu"), sample=False, beam_size=1)
+    assert texts(ct2, top_k=1) == texts(load_translator(checkpoint, "cpu"), top_k=1) == greedy
+    drawn = texts(ct2)
+    assert sum(a != b for a, b in zip(drawn, greedy)) > len(lines) / 2

@@ -269,3 +269,38 @@ def test_an_ensemble_steps_with_the_weighted_mean_of_its_models_log_probabilitie
 
 
 SOURCES = [[5, 6, 7, 8, EOS], [9, 10, EOS], [11, EOS], [12, 13, 14, 15, 16, 17, EOS]]
+
+
+def test_a_draw_follows_the_models_distribution_narrowed_by_top_k_top_p_and_temperature():
+    from mt.decode.search import TokenSampling
+
+    probs = torch.tensor([0.5, 0.3, 0.1, 0.07, 0.03])
+    log_probs = probs.log().expand(40_000, -1)
+
+    def frequencies(top_k=0, top_p=1.0, temperature=1.0):
+        sampling = TokenSampling(top_k, top_p, temperature, torch.Generator().manual_seed(0))
+        return torch.bincount(sampling.draw(log_probs), minlength=5) / log_probs.size(0)
+
+    close = dict(rtol=0, atol=0.015)
+    torch.testing.assert_close(frequencies(), probs, **close)
+    torch.testing.assert_close(frequencies(top_k=2), torch.tensor([0.625, 0.375, 0, 0, 0]), **close)
+    torch.testing.assert_close(frequencies(top_p=0.8), torch.tensor([0.625, 0.375, 0, 0, 0]), **close)  # 0.5+0.3
+    torch.testing.assert_close(frequencies(top_p=0.81), torch.cat([probs[:3] / 0.9, torch.zeros(2)]), **close)
+    torch.testing.assert_close(frequencies(temperature=0.5), probs ** 2 / (probs ** 2).sum(), **close)
+
+
+def test_sampling_is_seeded_varied_and_greedy_at_top_k_one():
+    model = peaky_model()
+    lines = ["1234567", "12", "98765", "3", "4444444444", "55"]
+    translator = Translator(Searcher(model, torch.device("cpu")), FakeTokenizer(), Config(model=model.config))
+    decode = DecodeConfig(sample=True, temperature=2.0, max_tokens=12, max_len_a=1.0, max_len_b=3)
+
+    def texts(**change):
+        return [t[0].text for t in translator.translate(lines, decode.replace(**change))]
+
+    assert texts(seed=1) == texts(seed=1)
+    assert texts(seed=1) != texts(seed=2)
+    greedy = [t[0] for t in translator.translate(lines, decode.replace(sample=False, beam_size=1))]
+    top_one = [t[0] for t in translator.translate(lines, decode.replace(top_k=1))]
+    assert [h.text for h in top_one] == [h.text for h in greedy]
+    assert [h.score for h in top_one] == pytest.approx([h.score for h in greedy], abs=1e-5)  # the model's, untempered

@@ -1,4 +1,4 @@
-"""Decoding: from source ids to output ids, greedy or by beam search.
+"""Decoding: from source ids to output ids, greedy, by beam search, or by sampling.
 
 Both encode the source once and feed the decoder one new token per step, keeping each layer's keys and values
 in a DecoderCache (mt/decode/cache.py); use_cache=False decodes the whole prefix again at every step instead: the
@@ -75,9 +75,11 @@ def search_sources(engine: SearchEngine, src_ids: list[list[int]], decode: Decod
     batches of at most decode.max_tokens tokens (one looping output delays only its batch); each sentence keeps its
     own output limit."""
     found: list[list[Hypothesis]] = [[] for _ in src_ids]
-    for batch in source_batches(src_ids, decode.max_tokens):
+    for n, batch in enumerate(source_batches(src_ids, decode.max_tokens)):
         limits = [output_limit(decode, len(src_ids[i]), engine.max_positions) for i in batch]
-        for i, hyps in zip(batch, engine.search_batch([src_ids[i] for i in batch], limits, decode)):
+        # sampling: each batch draws from a stream of its own, the same on every run
+        batch_decode = decode.replace(seed=decode.seed + n) if decode.sample else decode
+        for i, hyps in zip(batch, engine.search_batch([src_ids[i] for i in batch], limits, batch_decode)):
             found[i] = hyps
     return found
 
@@ -110,7 +112,7 @@ class Searcher:
     def search_batch(self, src_ids: list[list[int]], limits: list[int],
                      decode: DecodeConfig) -> list[list[Hypothesis]]:
         """The decode.nbest best outputs of each source of one batch, best first, each of at most its limit's
-        tokens; greedy when decode.beam_size is 1."""
+        tokens; greedy when decode.beam_size is 1; one drawn output each with decode.sample."""
         src = pad_ids(src_ids).to(self.device)                                                    # [B, S]
         max_len = torch.tensor(limits, device=self.device)                                        # [B]
         options = {"alpha": decode.alpha, "min_len": decode.min_len,
@@ -119,9 +121,11 @@ class Searcher:
         # once a beam search sentence is done)
         parts = self.models if self.packed.library == "onednn" else [
             module for model in self.models for module in (model.decoder, model.generator)]
-        with self.packed.applied(parts, len(src_ids) * decode.beam_size):
-            if decode.beam_size == 1:
-                return [[h] for h in greedy_search(self.ensemble, src, max_len, **options)]
+        beams = 1 if decode.sample else decode.beam_size
+        with self.packed.applied(parts, len(src_ids) * beams):
+            if beams == 1:
+                sampling = TokenSampling.of(decode, self.device) if decode.sample else None
+                return [[h] for h in greedy_search(self.ensemble, src, max_len, sampling=sampling, **options)]
             return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
 
     def cross_attention(self, src_ids: list[int], tgt_ids: list[int]) -> Tensor:
@@ -234,19 +238,51 @@ def block_repeated_ngrams(log_probs: Tensor, tokens: Tensor, n: int) -> None:
     log_probs[rows, grams[rows, starts, -1]] = float("-inf")
 
 
+@dataclass
+class TokenSampling:
+    """Sampling's draw of each next token: from the top_k likeliest, then from the fewest whose probabilities reach
+    top_p (Holtzman et al., 2020), after dividing the log-probabilities by the temperature."""
+
+    top_k: int
+    top_p: float
+    temperature: float
+    generator: torch.Generator
+
+    @classmethod
+    def of(cls, decode: DecodeConfig, device: torch.device) -> TokenSampling:
+        generator = torch.Generator(device=device).manual_seed(decode.seed)
+        return cls(decode.top_k, decode.top_p, decode.temperature, generator)
+
+    def draw(self, log_probs: Tensor) -> Tensor:
+        """log_probs [N, V] → one token per row [N]."""
+        logits = log_probs / self.temperature                                    # [N, V]
+        if self.top_k:
+            kth = logits.topk(min(self.top_k, logits.size(-1)), dim=-1).values[:, -1:]   # [N, 1]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if self.top_p < 1.0:
+            ranked, order = logits.sort(dim=-1, descending=True)
+            probs = ranked.softmax(dim=-1)
+            outside = probs.cumsum(dim=-1) - probs >= self.top_p                 # the mass before it reaches p
+            logits = logits.scatter(-1, order, ranked.masked_fill(outside, float("-inf")))
+        return torch.multinomial(logits.softmax(dim=-1), 1, generator=self.generator).squeeze(-1)
+
+
 @torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
 def greedy_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, use_cache: bool = True,
-                  alpha: float = 0.0, min_len: int = 0, no_repeat_ngram_size: int = 0) -> list[Hypothesis]:
-    """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step.
-    alpha only scores the output (see the module's docstring), as beam search would score it."""
+                  alpha: float = 0.0, min_len: int = 0, no_repeat_ngram_size: int = 0,
+                  sampling: TokenSampling | None = None) -> list[Hypothesis]:
+    """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step, or one
+    drawn by `sampling`. An output's score is its log-probability under the model (the temperature aside), which
+    alpha normalises (see the module's docstring) as beam search would."""
     decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size)
     batch = src.size(0)
     ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
     log_prob = torch.zeros(batch, device=src.device)
     finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
     for step in range(int(max_len.max())):  # finished rows stay in the batch: every step has B rows
-        best, next_token = decoder.log_probs(ys).max(dim=-1)               # [B], [B]
-        log_prob += best.masked_fill(finished, 0.0)
+        log_probs = decoder.log_probs(ys)                                  # [B, V]
+        next_token = log_probs.argmax(dim=-1) if sampling is None else sampling.draw(log_probs)   # [B]
+        log_prob += log_probs.gather(-1, next_token[:, None]).squeeze(-1).masked_fill(finished, 0.0)
         next_token = next_token.masked_fill(finished, PAD)
         ys = torch.cat([ys, next_token[:, None]], dim=1)
         finished |= (next_token == EOS) | (step + 1 >= max_len)
