@@ -289,6 +289,11 @@ class CorpusConfig:
     repeat: Int = key(1, "Training corpora only: each pair this many times per epoch, to weigh a small corpus up.")
     filters: list[CorpusFilter] | None = key(None, "Training corpora only: this corpus's filters instead of "
                                              "data.filters (null: data.filters; []: none).")
+    tag: str = key("", "Training corpora only: a token put before each source sentence, e.g. <BT> on back-translated "
+                   "pairs (tagged back-translation, Caswell et al., 2019); the tokenizer keeps it one piece. Never "
+                   "given in translation.")
+    synthetic: Bool = key(False, "Training corpora only: machine-made pairs (back-translated or distilled), marked "
+                          "as such in the Hugging Face export's model card.")
 
     @property
     def is_set(self) -> bool:
@@ -320,6 +325,10 @@ class DataConfig:
     def training_corpora(self) -> dict[str, CorpusConfig]:
         """data.train and data.extra_train, by the names that errors and reports give them."""
         return {"train": self.train} | {f"extra_train[{i}]": c for i, c in enumerate(self.extra_train)}
+
+    def tags(self) -> list[str]:
+        """The training corpora's source tags, each once: pieces of their own in the tokenizer."""
+        return list(dict.fromkeys(c.tag for c in self.training_corpora().values() if c.tag))
 
     def scripts(self) -> tuple[Script, Script]:
         """The script that each side's text is converted to before tokenising; "keep" unless it is Chinese."""
@@ -695,6 +704,10 @@ def validate(config: Config) -> None:
             raise MtError(f"config key data.{name}: no corpus given (set path or hub)")
         if name in ("dev", "test") and corpus.filters is not None:
             raise MtError(f"config key data.{name}.filters: only training corpora are filtered")
+        if name in ("dev", "test") and (corpus.tag or corpus.synthetic):
+            raise MtError(f"config key data.{name}: only training corpora are tagged or synthetic")
+        if corpus.tag and (corpus.tag != corpus.tag.strip() or " " in corpus.tag):
+            raise MtError(f"config key data.{name}.tag: one token, without spaces ({corpus.tag!r})")
     for name, filters in [("data.filters", d.filters)] + [(f"data.{name}.filters", c.filters) for name, c
                                                            in d.training_corpora().items() if c.filters]:
         for i, f in enumerate(filters):

@@ -147,3 +147,31 @@ def test_tokenised_corpus_is_cached_per_text_and_vocabulary(tokenizer, tmp_path)
     encode_corpus(other, tokenizer, tmp_path, "train")
     assert len(list(tmp_path.glob("train-*.arrow"))) == 2  # new text, new cache entry
     assert first[0]["tgt_ids"][0] == BOS and first[0]["tgt_ids"][-1] == EOS and first[0]["src_ids"][-1] == EOS
+
+
+def test_a_tagged_corpus_puts_its_tag_before_each_source_and_the_tokenizer_keeps_it_one_piece(corpus_dir, tmp_path):
+    from mt.config import Config, ModelConfig, TokenizerConfig
+    from mt.train.prepare import prepare
+
+    write_lines(tmp_path / "bt.zh", ["我们今天去。", "他很好。", "你好。"])
+    write_lines(tmp_path / "bt.en", ["We go today.", "He is well.", "Hello."])
+    data = DataConfig(train=CorpusConfig(path=str(corpus_dir / "train")), dev=CorpusConfig(path=str(corpus_dir / "dev")),
+                      extra_train=[CorpusConfig(path=str(tmp_path / "bt"), tag="<BT>", synthetic=True)], max_len=32)
+    config = Config(model=ModelConfig(max_positions=64), tokenizer=TokenizerConfig(vocab_size=600, byte_fallback=False),
+                    data=data)
+    config.train.run_dir = str(tmp_path / "run")
+    prepared = prepare(config)
+    tokenizer = prepared.tokenizer
+    assert "<BT>" in tokenizer.src.encode("<BT> 你好。", out_type=str)
+    sources = TrainingMixture(data, seed=1).parts[1]["src"]
+    assert sources == ["<BT> 我们今天去。", "<BT> 他很好。", "<BT> 你好。"]
+    assert "<BT>" not in "".join(TrainingMixture(data, seed=1).parts[0]["src"])  # the other corpus: untagged
+
+
+@pytest.mark.parametrize("corpus, words", [({"tag": "<B T>"}, "without spaces"), ({"tag": " <BT>"}, "without spaces")])
+def test_a_tag_is_one_token(corpus, words, corpus_dir):
+    from mt.config import config_from_dict
+
+    raw = {"data": {"train": {"path": str(corpus_dir / "train"), **corpus}}}
+    with pytest.raises(MtError, match=words):
+        config_from_dict(raw, source="test.yaml")

@@ -176,3 +176,14 @@ def test_without_transformers_the_export_says_how_to_install_it(monkeypatch, tmp
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` raises ImportError
     with pytest.raises(MtError, match=re.escape('pip install -e ".[huggingface]"')):
         export_huggingface(tmp_path / "c.pt", tmp_path / "hf")
+
+
+def test_the_model_card_marks_synthetic_corpora(tokenizer, tmp_path):
+    from mt.config import CorpusConfig
+    from mt.exchange.huggingface import model_card
+
+    data = DataConfig(train=CorpusConfig(path="data/tatoeba/train"),
+                      extra_train=[CorpusConfig(path="data/mono.bt", tag="<BT>", synthetic=True)])
+    card = model_card(Config(data=data), tokenizer, {"step": 5}, tmp_path / "c.pt", None)
+    assert "- `train`: data/tatoeba/train\n" in card
+    assert "- `extra_train[0]`: data/mono.bt — **synthetic** (machine-translated, sources tagged `<BT>`)" in card

@@ -131,6 +131,7 @@ class TrainingMixture:
                       for name, corpus in corpora.items()]
         if clean is not None:
             self.parts = [clean(name, corpus, part) for (name, corpus), part in zip(corpora.items(), self.parts)]
+        self.parts = [tagged(part, corpus.tag) for corpus, part in zip(corpora.values(), self.parts)]
         self.pairs = self.parts[0] if len(self.parts) == 1 else datasets.concatenate_datasets(self.parts)
         self.rows = self.epoch_rows([np.arange(len(part)) for part in self.parts])
 
@@ -157,6 +158,14 @@ class TrainingMixture:
             log.info(f"training mixture: {len(rows):,} pairs per epoch (" + ", ".join(
                 f"{name} {len(k):,}×{r}" for name, k, r in zip(self.names, kept, self.repeats)) + ")")
         return (encoded[0] if len(encoded) == 1 else datasets.concatenate_datasets(encoded)), rows
+
+
+def tagged(pairs: datasets.Dataset, tag: str) -> datasets.Dataset:
+    """`tag` and a space before each source sentence (after cleaning, which reads the sentences as they are)."""
+    if not tag:
+        return pairs
+    return pairs.map(lambda batch: {"src": [f"{tag} {src}" for src in batch["src"]]}, batched=True,
+                     new_fingerprint=hashlib.sha256(f"{pairs._fingerprint}-tag-{tag}".encode()).hexdigest()[:16])
 
 
 # ---------------------------------------------------------------- text → ids

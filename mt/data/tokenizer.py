@@ -131,15 +131,16 @@ def script_converter(script: str) -> Callable[[list[str]], list[str]]:
 
 
 def train_tokenizer(src_texts: list[str], tgt_texts: list[str], config: TokenizerConfig,
-                    scripts: tuple[str, str] = ("keep", "keep")) -> Tokenizer:
-    """Train SentencePiece BPE on (a sample of) the training corpus: one joint model, or one per language."""
+                    scripts: tuple[str, str] = ("keep", "keep"), tags: list[str] | None = None) -> Tokenizer:
+    """Train SentencePiece BPE on (a sample of) the training corpus: one joint model, or one per language. `tags`
+    (source tags such as <BT>) become pieces of their own in the source side's model."""
     src_texts, tgt_texts = (script_converter(s)(texts) for s, texts in zip(scripts, (src_texts, tgt_texts)))
     if config.joint:
-        return Tokenizer(_train_bpe(itertools.chain(src_texts, tgt_texts), config), None, scripts)
-    return Tokenizer(_train_bpe(src_texts, config), _train_bpe(tgt_texts, config), scripts)
+        return Tokenizer(_train_bpe(itertools.chain(src_texts, tgt_texts), config, tags), None, scripts)
+    return Tokenizer(_train_bpe(src_texts, config, tags), _train_bpe(tgt_texts, config), scripts)
 
 
-def _train_bpe(texts: Iterable[str], config: TokenizerConfig) -> bytes:
+def _train_bpe(texts: Iterable[str], config: TokenizerConfig, symbols: list[str] | None = None) -> bytes:
     model = io.BytesIO()
     seen = 0
 
@@ -159,6 +160,7 @@ def _train_bpe(texts: Iterable[str], config: TokenizerConfig) -> bytes:
             character_coverage=config.character_coverage,
             byte_fallback=config.byte_fallback,
             pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+            user_defined_symbols=symbols or [],
             minloglevel=2,
         )
     except RuntimeError as e:  # e.g. a vocabulary too large for a small corpus

@@ -118,7 +118,9 @@ def model_card(config: Config, tokenizer: Tokenizer, facts: dict, checkpoint: Pa
     """README.md: what the model is, how to use it, what it was trained on and how well it scored."""
     m, d, data = config.model, config.decode, config.data
     corpora = [f"- `{name}`: {c.path or c.hub}" + (f" ({c.max_pairs:,} pairs sampled)" if c.max_pairs else "")
-               + (f", repeated {c.repeat}×" if c.repeat > 1 else "") for name, c in data.training_corpora().items()]
+               + (f", repeated {c.repeat}×" if c.repeat > 1 else "")
+               + (" — **synthetic** (machine-translated" + (f", sources tagged `{c.tag}`" if c.tag else "") + ")"
+                  if c.synthetic else "") for name, c in data.training_corpora().items()]
     dev = facts.get("dev") or {}
     scores = (f"| dev BLEU | {dev['dev_bleu']:.2f} | `{dev.get('bleu_signature', '')}` |\n"
               f"| dev chrF | {dev['dev_chrf']:.2f} | `{dev.get('chrf_signature', '')}` |\n"

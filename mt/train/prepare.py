@@ -54,7 +54,7 @@ def new_tokenizer(config: Config, run_dir: Path, mixture: TrainingMixture) -> To
     """A tokenizer trained on a sample of the (cleaned) training corpora, saved in run_dir."""
     start = time.perf_counter()
     src, tgt = tokenizer_sample(mixture.pairs, mixture.rows, config.tokenizer.sample_size, config.train.seed)
-    tokenizer = train_tokenizer(src, tgt, config.tokenizer, config.data.scripts())
+    tokenizer = train_tokenizer(src, tgt, config.tokenizer, config.data.scripts(), config.data.tags())
     tokenizer.save(run_dir)
     kind = "joint" if tokenizer.joint else "separate"
     log.info(f"tokenizer: trained SentencePiece BPE, {tokenizer.src_vocab_size:,} pieces ({kind}) on "
