@@ -155,10 +155,11 @@ def test_a_tagged_corpus_puts_its_tag_before_each_source_and_the_tokenizer_keeps
 
     write_lines(tmp_path / "bt.zh", ["我们今天去。", "他很好。", "你好。"])
     write_lines(tmp_path / "bt.en", ["We go today.", "He is well.", "Hello."])
-    data = DataConfig(train=CorpusConfig(path=str(corpus_dir / "train")), dev=CorpusConfig(path=str(corpus_dir / "dev")),
-                      extra_train=[CorpusConfig(path=str(tmp_path / "bt"), tag="<BT>", synthetic=True)], max_len=32)
-    config = Config(model=ModelConfig(max_positions=64), tokenizer=TokenizerConfig(vocab_size=600, byte_fallback=False),
-                    data=data)
+    data = DataConfig(train=CorpusConfig(path=str(corpus_dir / "train")),
+                      dev=CorpusConfig(path=str(corpus_dir / "dev")), max_len=32,
+                      extra_train=[CorpusConfig(path=str(tmp_path / "bt"), tag="<BT>", synthetic=True)])
+    config = Config(model=ModelConfig(max_positions=64), data=data,
+                    tokenizer=TokenizerConfig(vocab_size=600, byte_fallback=False))
     config.train.run_dir = str(tmp_path / "run")
     prepared = prepare(config)
     tokenizer = prepared.tokenizer
