@@ -222,3 +222,14 @@ train: {{max_steps: 3, max_tokens: 300, eval_every: 3, log_every: 1, warmup_step
     assert tuned["step"] == 3 and tuned["init_from"]["checkpoint"] == str(checkpoint.resolve())
     start = torch.load(checkpoint, weights_only=True)["model"]
     assert not tuned["model"]["generator.proj.bias"].equal(start["generator.proj.bias"])  # the bias trains too
+
+
+def test_an_export_changed_by_transformers_imports_as_any_marian_model(trained_runs, tmp_path):
+    export_huggingface(trained_runs[0] / "checkpoints" / "last.pt", tmp_path / "hf")
+    marian = transformers.MarianMTModel.from_pretrained(tmp_path / "hf")
+    with torch.no_grad():
+        marian.lm_head.weight.mul_(1.01)  # as fine-tuning with transformers would change it
+    marian.save_pretrained(tmp_path / "hf")
+    state = torch.load(import_huggingface(str(tmp_path / "hf"), tmp_path / "tuned.pt"), weights_only=True)
+    assert state["step"] == 0 and state["config"]["data"]["chinese_script"] == "keep"  # not mt.json's any more
+    assert state["config"]["data"]["src_lang"] == "zh"  # from the tokenizer's config

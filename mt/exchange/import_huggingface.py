@@ -158,12 +158,16 @@ def ordered_model(proto: bytes, pieces: list[str], name: str) -> bytes:
 
 
 def _mt_export_meta(source: str) -> dict | None:
-    """mt.json when `source` is a directory that mt's Hugging Face export wrote: it keeps the model's whole config
-    (corpora, decoding, script conversion) and its training facts."""
+    """mt.json when `source` is a directory that mt's Hugging Face export wrote, as it wrote it: it keeps the
+    model's whole config (corpora, decoding, script conversion) and its training facts. Once its files have
+    changed (a model fine-tuned with transformers and saved there), the directory is a Marian model like any."""
     meta = export_meta(Path(source)) if Path(source).is_dir() else None
     if meta is None or meta["format"] != "huggingface":
         return None
-    check_export_files(Path(source), meta)
+    try:
+        check_export_files(Path(source), meta)
+    except MtError:
+        return None
     return meta
 
 
