@@ -147,12 +147,35 @@ def test_both_exports_of_an_imported_model_translate_as_it_does(opus, corpus_dir
     assert load_translator(again, "cpu").translate_lines(lines, decode) == ours
 
 
-def test_export_import_export_is_bit_exact(trained_runs, tmp_path):
-    export_huggingface(trained_runs[0] / "checkpoints" / "last.pt", tmp_path / "first")
+def separate_vocabularies_checkpoint(path):
+    """An untrained model with one SentencePiece model and vocabulary per language, as a checkpoint."""
+    from conftest import tiny_model
+    from mt.config import Config, DataConfig, TokenizerConfig, config_to_dict
+    from mt.data.tokenizer import train_tokenizer
+    from mt.exchange.checkpoint import save_checkpoint, tokenizer_state
+
+    zh = ["我爱你。", "你好。", "我们明天去北京。", "谢谢你。"] * 30
+    en = ["I love you.", "Hello.", "We will go to Beijing tomorrow.", "Thank you."] * 30
+    tokenizer = train_tokenizer(zh, en, TokenizerConfig(vocab_size=40, joint=False, byte_fallback=False))
+    model = tiny_model(vocab=tokenizer.src_vocab_size, tgt_vocab=tokenizer.tgt_vocab_size, tie_embeddings=False)
+    config = Config(model=model.config, tokenizer=TokenizerConfig(vocab_size=40, joint=False),
+                    data=DataConfig(max_len=32))
+    save_checkpoint({"model": model.state_dict(), "config": config_to_dict(config),
+                     "tokenizer": tokenizer_state(tokenizer), "step": 3}, path)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["trained, joint vocabulary", "separate vocabularies"])
+def test_export_import_export_is_bit_exact(kind, trained_runs, tmp_path):
+    checkpoint = trained_runs[0] / "checkpoints" / "last.pt"
+    if kind == "separate vocabularies":
+        checkpoint = separate_vocabularies_checkpoint(tmp_path / "separate.pt")
+    export_huggingface(checkpoint, tmp_path / "first")
     import_huggingface(str(tmp_path / "first"), tmp_path / "imported.pt")
     export_huggingface(tmp_path / "imported.pt", tmp_path / "second")
-    for name in ("model.safetensors", "config.json", "generation_config.json", "source.spm", "target.spm",
-                 "vocab.json", "tokenizer_config.json"):
+    names = ["model.safetensors", "config.json", "generation_config.json", "source.spm", "target.spm", "vocab.json",
+             "tokenizer_config.json"] + (["target_vocab.json"] if kind == "separate vocabularies" else [])
+    for name in names:
         assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes(), name
 
 

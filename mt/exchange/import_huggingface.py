@@ -38,12 +38,7 @@ def import_huggingface(source: str, output: Path, src_lang: str = "", tgt_lang: 
     _refuse_existing(output)
     marian, hf_tokenizer = _load(source, transformers)
     refuse_what_mt_cannot_express(marian, hf_tokenizer, source)
-    c = marian.config
-    sides = {"src": _side(hf_tokenizer.encoder, c, "vocab.json")}
-    sides["tgt"] = _side(hf_tokenizer.target_encoder, c, "target_vocab.json") if hf_tokenizer.separate_vocabs \
-        else sides["src"]
-    src_proto = ordered_model(hf_tokenizer.spm_source.serialized_model_proto(), sides["src"][1], "source.spm")
-    tgt_proto = ordered_model(hf_tokenizer.spm_target.serialized_model_proto(), sides["tgt"][1], "target.spm")
+    sides, src_proto, tgt_proto = _vocabularies(marian.config, hf_tokenizer)
     meta = _mt_export_meta(source)
     joint = tgt_proto == src_proto
     config = _config(marian, len(sides["src"][1]), joint, meta, src_lang or hf_tokenizer.source_lang or "",
@@ -57,6 +52,21 @@ def import_huggingface(source: str, output: Path, src_lang: str = "", tgt_lang: 
     state = {"model": model.state_dict(), "config": config_to_dict(config), "tokenizer": tokenizer_state(tokenizer),
              "step": facts.get("step", 0), "imported": {"from": str(source), "format": "huggingface"},
              **{key: facts[key] for key in ("dev", "averaged", "cleaning") if facts.get(key)}}
+    return _write(state, config, tokenizer, output)
+
+
+def _vocabularies(c, hf_tokenizer) -> tuple[dict[str, tuple[Tensor, list[str]]], bytes, bytes]:
+    """Each side's vocabulary in mt's order (_side) and its SentencePiece model with those pieces."""
+    sides = {"src": _side(hf_tokenizer.encoder, c, "vocab.json")}
+    sides["tgt"] = _side(hf_tokenizer.target_encoder, c, "target_vocab.json") if hf_tokenizer.separate_vocabs \
+        else sides["src"]
+    src_proto = ordered_model(hf_tokenizer.spm_source.serialized_model_proto(), sides["src"][1], "source.spm")
+    tgt_proto = ordered_model(hf_tokenizer.spm_target.serialized_model_proto(), sides["tgt"][1], "target.spm")
+    return sides, src_proto, tgt_proto
+
+
+def _write(state: dict, config: Config, tokenizer: Tokenizer, output: Path) -> Path:
+    """The checkpoint file, or a run directory with it, the tokenizer and config.yaml; its path."""
     if output.suffix == ".pt":
         save_checkpoint(state, output)
         return output
