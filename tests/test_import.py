@@ -217,7 +217,7 @@ def test_the_command_line_imports_and_refuses_to_replace(opus, tmp_path, capsys)
     assert run(["import", "--huggingface", str(tmp_path / "nothing"), "-o", str(tmp_path / "n.pt")]) == 2
 
 
-def test_a_bpe_model_whose_ids_differ_is_refused(opus, tmp_path):
+def test_a_bpe_model_whose_ids_differ_is_refused():
     from mt.exchange.import_huggingface import ordered_model
     zh = ["我爱你。", "你好。", "我们明天去北京。"] * 50
     model = io.BytesIO()

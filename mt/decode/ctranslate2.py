@@ -98,14 +98,14 @@ class CTranslate2Engine:
     def _search(self, src_ids: list[list[int]], limit: int, decode: DecodeConfig) -> list[list[Hypothesis]]:
         """One translate_batch call: every output of at most `limit` tokens."""
         src, tgt = self.tokenizer.src, self.tokenizer.tgt
-        sampling = {}
+        search = {"beam_size": decode.beam_size}
         if decode.sample:  # CTranslate2 samples with beam 1; top-k 0 draws from every token
             self.ctranslate2.set_random_seed(decode.seed)
-            sampling = {"beam_size": 1, "sampling_topk": decode.top_k, "sampling_topp": decode.top_p,
-                        "sampling_temperature": decode.temperature}
+            search = {"beam_size": 1, "sampling_topk": decode.top_k, "sampling_topp": decode.top_p,
+                      "sampling_temperature": decode.temperature}
         results = self.translator.translate_batch(
             [[src.id_to_piece(t) for t in ids] for ids in src_ids],
-            **{"beam_size": decode.beam_size, **sampling}, num_hypotheses=decode.nbest, length_penalty=decode.alpha,
+            **search, num_hypotheses=decode.nbest, length_penalty=decode.alpha,
             max_decoding_length=limit, min_decoding_length=decode.min_len,
             no_repeat_ngram_size=decode.no_repeat_ngram_size,
             max_input_length=self.max_positions, return_scores=True,

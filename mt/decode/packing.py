@@ -45,12 +45,17 @@ def best_library() -> Library:
     return "mkl" if mkl else "none"
 
 
-def _onednn_forward(linear: nn.Linear, packed: Tensor, x: Tensor) -> Tensor:
-    return torch.ops.mkldnn._linear_pointwise(x, packed, linear.bias, "none", [], "")
+def _onednn_forward(linear: nn.Linear, rows: int | None, packed: Tensor, x: Tensor) -> Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, packed, linear.bias, "none", [], "")  # any number of rows
 
 
 def _mkl_forward(linear: nn.Linear, rows: int, packed: Tensor, x: Tensor) -> Tensor:
     return torch.ops.mkl._mkl_linear(x, packed, linear.weight, linear.bias, rows)  # plain product if rows differ
+
+
+# Each library's (weight, rows) → packed weight
+REORDER = {"onednn": lambda weight, rows: torch.ops.mkldnn._reorder_linear_weight(weight, None),
+           "mkl": lambda weight, rows: torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)}
 
 
 class PackedWeights:
@@ -86,12 +91,7 @@ class PackedWeights:
         weight = (linear.weight.data_ptr(), linear.weight._version)  # an optimiser step bumps _version
         if linear not in self._kept or self._kept[linear][1] != weight:
             self._kept.pop(linear, None)  # free the old one first
-            if self.library == "onednn":
-                packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), None)
-            else:
-                packed = torch.ops.mkl._mkl_reorder_linear_weight(linear.weight.detach(), rows)
-            self._kept[linear] = (rows, weight, packed)
+            self._kept[linear] = (rows, weight, REORDER[self.library](linear.weight.detach(), rows))
         kept_rows, _, packed = self._kept[linear]
-        if self.library == "onednn":
-            return functools.partial(_onednn_forward, linear, packed)
-        return functools.partial(_mkl_forward, linear, kept_rows, packed)
+        forward = {"onednn": _onednn_forward, "mkl": _mkl_forward}[self.library]  # (linear, rows, packed, x)
+        return functools.partial(forward, linear, kept_rows, packed)
