@@ -166,6 +166,15 @@ def test_bench_huggingface(checkpoint, tmp_path):
     assert lines_like(r"\| greedy, mt's output limit lifted .* \| \d+ of 8 \|", out)
 
 
+def test_bench_script_conversion(checkpoint, tmp_path):
+    pytest.importorskip("transformers")
+    out = run("bench_script_conversion.py", "--checkpoint", str(checkpoint), "--lines", "6", "--speed-lines", "200",
+              tmp_path=tmp_path)
+    assert lines_like(r"source pieces equal to mt's, huggingface source\.spm: \d+/12", out)
+    assert len(lines_like(rf"transformers greedy equal to mt translate, .*: \d+/12 .*BLEU {NUMBER}", out)) == 2
+    assert lines_like(rf"tokenising 200 lines: .* {NUMBER} lines/s .*", out)
+
+
 def test_bench_sampling(config, tmp_path):
     out = run("bench_sampling.py", "-c", str(config), "--epochs", "1", tmp_path=tmp_path)
     assert lines_like(rf"once-only preparation: {NUMBER} s for 297 training pairs per epoch .*", out)

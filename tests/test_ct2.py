@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+import opencc
 import pytest
 import torch
 
@@ -43,7 +44,8 @@ def test_exported_model_gives_mts_greedy_output(kind, trained_runs, tokenizer, c
     checkpoint = (trained_runs[0] / "checkpoints" / "last.pt" if other is None
                   else untrained_checkpoint(tokenizer, tmp_path / "other.pt", **other))
     export_ctranslate2(checkpoint, tmp_path / "ct2")
-    lines = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines() + ["", "我爱你"]
+    lines = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()
+    lines += [opencc.OpenCC("s2t").convert(line) for line in lines[:5]] + ["", "我爱你"]  # its model file converts
     mt = load_translator(checkpoint, "cpu")
     ct2 = load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2", compute_type="float32")
     assert ct2.config == mt.config  # languages, position table and decode settings travel with the export

@@ -58,6 +58,18 @@ def test_transformers_loads_it_and_gets_our_logits_with_padding_on_both_sides(ex
     torch.testing.assert_close(theirs[real], ours[real], rtol=0, atol=1e-4)
 
 
+def test_its_tokenizer_converts_traditional_chinese_as_mt_does(exported, corpus_dir):
+    import opencc
+
+    translator = load_translator(exported[0], "cpu")
+    simplified = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()
+    lines = [opencc.OpenCC("s2t").convert(line) for line in simplified]
+    assert lines != simplified
+    hf_tokenizer = transformers.MarianTokenizer.from_pretrained(exported[1])
+    assert hf_tokenizer(lines).input_ids == translator.tokenizer.encode_src(simplified)
+    assert "either script" in (exported[1] / "README.md").read_text(encoding="utf-8")
+
+
 def greedy_case(exported, corpus_dir):
     """The test sentences, and mt's greedy outputs (ids and texts) with one output limit for both sides."""
     checkpoint, directory = exported

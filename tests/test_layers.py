@@ -13,7 +13,7 @@ PACKAGES = [  # bottom up: text → pieces → ids → batches → model → sea
 MODULES = {  # bottom up inside each package
     "core": [{"errors", "memory", "openmp"},
              {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_lock"}, {"device"}],
-    "data": [{"tokenizer"}, {"corpora"}, {"batching"}],
+    "data": [{"script_conversion"}, {"tokenizer"}, {"corpora"}, {"batching"}],
     "model": [{"dropout"}, {"transformer"}],
     "exchange": [{"checkpoint"}, {"export"}, {"marian"}, {"ctranslate2", "huggingface", "import_huggingface"}],
     "decode": [{"cache", "packing"}, {"search"}, {"ctranslate2", "score"}, {"translator"}, {"evaluate"}],

@@ -82,6 +82,40 @@ def test_traditional_and_simplified_chinese_meet_the_same_pieces():
     assert kept.encode_src(["我們"]) != tok.encode_src(["我們"])
 
 
+def both_scripts(lines: list[str]) -> list[str]:
+    """Each line, and each line in Traditional characters (OpenCC)."""
+    import opencc
+
+    return lines + [opencc.OpenCC("s2t").convert(line) for line in lines]
+
+
+def test_a_model_file_that_converts_script_itself_gives_mts_pieces(tokenizer, corpus_dir):
+    import sentencepiece as spm
+
+    zh = (corpus_dir / "train.zh").read_text(encoding="utf-8").splitlines()
+    en = (corpus_dir / "train.en").read_text(encoding="utf-8").splitlines()
+    tok = Tokenizer(tokenizer.src_proto, None, ("simplified", "keep"))
+    lines = both_scripts(zh) + ["ＡＢＣ　全角，憑藉這些長頭髮  ", "乾燥的頭髮", "皇后"]
+    converting = tok.self_converting()
+    model_file = spm.SentencePieceProcessor(model_proto=converting.src_proto)  # as another program reads it
+    assert [ids + [EOS] for ids in model_file.encode(lines)] == tok.encode_src(lines)
+    assert converting.encode_src(lines) == tok.encode_src(lines)  # mt does not convert a second time
+    assert converting.encode_tgt(en) == tok.encode_tgt(en) and converting.src_vocab_size == tok.src_vocab_size
+    assert converting.self_converting().src_proto == converting.src_proto  # compiled once
+    unconverted = Tokenizer(tok.src_proto)
+    assert unconverted.self_converting().src_proto == tok.src_proto  # "keep": nothing to compile
+    assert [ids + [EOS] for ids in model_file.encode(lines)] != unconverted.encode_src(lines)
+
+
+def test_each_side_of_separate_vocabularies_converts_into_its_own_script():
+    tok = train_tokenizer(EN, ZH, TokenizerConfig(vocab_size=40, joint=False, byte_fallback=False),
+                          ("keep", "traditional"))
+    converting = tok.self_converting()
+    assert converting.src_proto == tok.src_proto and converting.tgt_proto != tok.tgt_proto
+    lines = ["我们明天去北京。", "我們明天去北京。"]
+    assert converting.encode_tgt(lines) == tok.encode_tgt(lines) == tok.encode_tgt(lines[1:] * 2)
+
+
 def test_a_tokenizer_pickles_with_its_script_conversion():  # datasets.map sends it to other processes
     import pickle
 

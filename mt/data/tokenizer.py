@@ -3,7 +3,8 @@
 Ids are fixed for every model: PAD 0, UNK 1, BOS 2, EOS 3. A source sentence is `pieces + EOS`; a target
 sentence is `BOS + pieces + EOS`, so that training can feed `tgt[:, :-1]` and predict `tgt[:, 1:]`.
 Chinese text is first converted to one script with OpenCC (data.chinese_script), so that Traditional and
-Simplified input meet the same pieces, in training and in translation alike.
+Simplified input meet the same pieces, in training and in translation alike; an exported model file converts by
+itself (mt/data/script_conversion.py), and then mt leaves the conversion to it.
 """
 
 from __future__ import annotations
@@ -21,14 +22,13 @@ import sentencepiece as spm
 from mt.core.atomic import atomic_write_bytes
 from mt.config import TokenizerConfig
 from mt.core.errors import MtError
+from mt.data.script_conversion import OPENCC, converts, with_conversion
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 JOINT_FILE = "spm.model"
 SRC_FILE, TGT_FILE = "spm.src.model", "spm.tgt.model"
 
-
-OPENCC = {"simplified": "t2s", "traditional": "s2t"}  # OpenCC's conversions into each script
 # SentencePiece's call for a list starts its threads anew each time: for fewer texts than this, one call per text
 # costs less (a request's few sentences in `mt serve`, most of all)
 BATCH_CALL_MIN = 128
@@ -66,10 +66,23 @@ class Tokenizer:
         self.scripts = tuple(scripts)
         self.src = _processor(src_proto)
         self.tgt = self.src if tgt_proto is None else _processor(tgt_proto)
-        self.normalize_src, self.normalize_tgt = (script_converter(s) for s in self.scripts)
+        self.normalize_src, self.normalize_tgt = (script_converter("keep" if converts(proto, script) else script)
+                                                  for proto, script in zip(self._protos(), self.scripts))
 
     def __reduce__(self):  # datasets.map sends the tokenizer to its processes; OpenCC's converters don't pickle
         return Tokenizer, (self.src_proto, self.tgt_proto, self.scripts)
+
+    def _protos(self) -> tuple[bytes, bytes]:
+        """Each side's SentencePiece model."""
+        return self.src_proto, self.tgt_proto or self.src_proto
+
+    def self_converting(self) -> Tokenizer:
+        """This tokenizer with each side's script conversion compiled into its SentencePiece model, as the exports
+        write it: the same pieces and ids, for any program that reads the model file."""
+        if self.joint:  # one model for both sides: the script of the side that converts
+            return Tokenizer(with_conversion(self.src_proto, max(self.scripts, key=lambda s: s != "keep")), None,
+                             self.scripts)
+        return Tokenizer(*(with_conversion(p, s) for p, s in zip(self._protos(), self.scripts)), self.scripts)
 
     @property
     def joint(self) -> bool:

@@ -33,7 +33,7 @@ def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | N
         raise MtError(f"--quantization {quantization}: {e}")
     with atomic_directory(output_dir, EXPORT) as staging:
         spec.save(str(staging))
-        tokenizer.save(staging)
+        tokenizer.self_converting().save(staging)  # its model files convert Chinese script themselves
         write_meta(staging, "ctranslate2", checkpoint, config, training_facts(state))
 
 

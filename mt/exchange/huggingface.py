@@ -45,7 +45,7 @@ def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None =
     with atomic_directory(output_dir, EXPORT) as staging:
         marian.generation_config = generation_config(config, transformers)
         marian.save_pretrained(staging)  # config.json, generation_config.json, model.safetensors
-        save_tokenizer(tokenizer, config, staging, transformers)
+        save_tokenizer(tokenizer.self_converting(), config, staging, transformers)
         facts = training_facts(state)
         (staging / "README.md").write_text(model_card(config, tokenizer, facts, checkpoint, test), encoding="utf-8")
         write_meta(staging, "huggingface", checkpoint, config, facts)
@@ -128,9 +128,9 @@ def model_card(config: Config, tokenizer: Tokenizer, facts: dict, checkpoint: Pa
     if test is not None:
         scores += (f"| test BLEU | {test.bleu:.2f} | `{test.bleu_signature}` |\n"
                    f"| test chrF | {test.chrf:.2f} | `{test.chrf_signature}` |\n")
-    script = ("Chinese input must be in **" + data.chinese_script + " characters**: mt converts Chinese text with "
-              "OpenCC before tokenising, which this tokenizer does not do (convert first, e.g. with "
-              "`opencc.OpenCC('t2s')`)." if "zh" in (data.src_lang.split("-")[0], data.tgt_lang.split("-")[0])
+    script = ("Chinese input may be in either script: the tokenizer converts it to **" + data.chinese_script
+              + " characters** itself (OpenCC's tables in its SentencePiece normaliser), as mt does."
+              if "zh" in (data.src_lang.split("-")[0], data.tgt_lang.split("-")[0])
               and data.chinese_script != "keep" else "")
     averaged = f" (the average of {', '.join(facts['averaged'])})" if facts.get("averaged") else ""
     vocabulary = ("joint" if tokenizer.joint else f"source and {tokenizer.tgt_vocab_size:,} target")
