@@ -443,6 +443,44 @@ def score(src: Annotated[Path, typer.Option("--src", help="Source lines.")],
 
 
 @app.command()
+@decode_options
+def distill(teacher: Annotated[list[Path], typer.Option(
+                "--teacher", help="A checkpoint, or a CTranslate2 export with --engine ctranslate2; repeat for an "
+                "ensemble.")],
+            source: Annotated[list[Path], typer.Option(
+                "--source", "-s", help="Source-language text, one sentence per line (repeatable): the training "
+                "corpus's source side, and any monolingual text.")],
+            output: Annotated[Path, typer.Option(
+                "--output", "-o", help="The new corpus's directory: train.<src> and train.<tgt>. A stopped "
+                "distillation there continues where it was.")],
+            weights: WeightsOption = None, device: DeviceOption = "auto", engine: EngineOption = "mt",
+            compute_type: ComputeTypeOption = "auto", decode: dict | None = None):
+    """Translate source text with a teacher into a training corpus for a student: sequence-level knowledge
+    distillation (beam search), or back-translation (a reverse model, --sample). Each line is translated whole."""
+    from tqdm import tqdm
+
+    from mt.core.lines import iter_file_lines
+    from mt.decode.distill import corpus_files, distill as distill_corpus, recipe
+    from mt.decode.translator import load_translator
+
+    for path in source:
+        if not path.is_file():
+            raise MtError(f"{path}: no such file")
+    translator = load_translator(teacher, device, engine, weights, compute_type)
+    decode.pop("split_sentences", None)  # a training line is one pair, translated whole
+    decode = translator.decode.replace(DECODE_FLAGS, **decode, split_sentences=False)
+    if decode.nbest != 1:
+        raise MtError("--nbest: a distillation keeps the best translation of each line")
+    total = sum(1 for path in source for _ in iter_file_lines(path))
+    with tqdm(total=total, unit=" lines", disable=not sys.stderr.isatty(), file=sys.stderr) as bar:
+        done = distill_corpus(translator, recipe(teacher, source, decode, engine), source, output, decode,
+                              bar.update)
+    src, tgt = corpus_files(output, translator)
+    log.info(f"{done.pairs:,} pairs → {src} and {tgt}; train a student on them: data.train: {{path: "
+             f"{output / 'train'}}} (configs/student-base.yaml, configs/student-tiny.yaml)")
+
+
+@app.command()
 def export(ctranslate2: Annotated[Optional[Path], typer.Option(
                "--ctranslate2", help="Write a CTranslate2 model directory here.")] = None,
            huggingface: Annotated[Optional[Path], typer.Option(

@@ -480,7 +480,9 @@ def check_parallel_text(world: World, example: list) -> None:
     (work / "in.zh").write_bytes(src)
     (work / "in.en").write_bytes(tgt)
     model = ["--checkpoint", str(world.checkpoint)]
-    with writes_only(world.root, lambda name: name in ("work/in.zh", "work/in.en", "work/out.en")):
+    made = ("work/in.zh", "work/in.en", "work/out.en", "work/distilled/train.zh", "work/distilled/train.en",
+            "work/distilled/distill.json")
+    with writes_only(world.root, lambda name: name in made):
         translated = one_line_or_success(mt_cli(["translate", *model, "--input", "in.zh", "-o", "out.en"], work),
                                          "mt translate --input")
         if translated.status == 0:
@@ -491,6 +493,12 @@ def check_parallel_text(world: World, example: list) -> None:
         one_line_or_success(mt_cli(["translate", *model], work, stdin=src), "mt translate < file")
         one_line_or_success(mt_cli(["score", *model, "--src", "in.zh", "--tgt", "in.en"], work), "mt score")
         one_line_or_success(mt_cli(["evaluate", "--hyp", "in.en", "--ref", "in.zh"], work), "mt evaluate --hyp")
+        distilled = one_line_or_success(mt_cli(["distill", "--teacher", str(world.checkpoint), "-s", "in.zh", "-o",
+                                                "distilled"], work), "mt distill")
+        if distilled.status == 0:
+            pairs = [(work / "distilled" / name).read_bytes().count(b"\n") for name in ("train.zh", "train.en")]
+            if pairs[0] != pairs[1]:
+                raise Failure(f"mt distill: {pairs[0]} sources, {pairs[1]} translations")
 
 
 DOCUMENT_SAMPLES = {
