@@ -175,6 +175,14 @@ def test_bench_script_conversion(checkpoint, tmp_path):
     assert lines_like(rf"tokenising 200 lines: .* {NUMBER} lines/s .*", out)
 
 
+def test_bench_import(tmp_path):
+    pytest.importorskip("transformers")
+    out = run("bench_import.py", "--shape", "small", "--sentences", "6", "--max-tokens", "4", tmp_path=tmp_path)
+    assert lines_like(rf"mt import: {NUMBER} s, peak memory {NUMBER} MB", out)
+    assert lines_like(rf"\| greedy \| {NUMBER} \| {NUMBER} \| {NUMBER} \| \d of 6 \|", out)
+    assert lines_like(rf"\| beam 4 \| {NUMBER} \| {NUMBER} \| {NUMBER} \|  \|", out)
+
+
 def test_bench_sampling(config, tmp_path):
     out = run("bench_sampling.py", "-c", str(config), "--epochs", "1", tmp_path=tmp_path)
     assert lines_like(rf"once-only preparation: {NUMBER} s for 297 training pairs per epoch .*", out)
