@@ -79,9 +79,9 @@ class Tokenizer:
     def self_converting(self) -> Tokenizer:
         """This tokenizer with each side's script conversion compiled into its SentencePiece model, as the exports
         write it: the same pieces and ids, for any program that reads the model file."""
-        if self.joint:  # one model for both sides: the script of the side that converts
-            return Tokenizer(with_conversion(self.src_proto, max(self.scripts, key=lambda s: s != "keep")), None,
-                             self.scripts)
+        if self.joint:  # one model for both sides: the script of the side that converts (a Chinese one)
+            script = next((s for s in self.scripts if s != "keep"), "keep")
+            return Tokenizer(with_conversion(self.src_proto, script), None, self.scripts)
         return Tokenizer(*(with_conversion(p, s) for p, s in zip(self._protos(), self.scripts)), self.scripts)
 
     @property
