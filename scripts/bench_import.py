@@ -81,8 +81,8 @@ def main() -> None:
     args = parser.parse_args()
     transformers.logging.disable_progress_bar()
     shape = OPUS_MT_ZH_EN if args.shape == "opus-mt-zh-en" else dict(
-        OPUS_MT_ZH_EN, d_model=32, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
-        decoder_ffn_dim=64, encoder_layers=1, decoder_layers=1)
+        d_model=32, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        encoder_layers=1, decoder_layers=1)  # and the vocabulary of its SentencePiece models alone
     lines = (TATOEBA / "test.zh").read_text(encoding="utf-8").splitlines()[:args.sentences]
     with tempfile.TemporaryDirectory() as scratch:
         marian_dir, checkpoint, ct2 = Path(scratch) / "marian", Path(scratch) / "imported.pt", Path(scratch) / "ct2"
@@ -95,7 +95,8 @@ def main() -> None:
         seconds, peak = child("import", "--huggingface", str(marian_dir), "-o", str(checkpoint))
         translator = load_translator(checkpoint, "cpu")
         parameters = sum(p.numel() for p in translator.engine.models[0].parameters())
-        print(f"model: {parameters / 1e6:.1f}M parameters, vocabulary {shape['vocab_size']:,}; "
+        vocabulary = translator.tokenizer.tgt_vocab_size - 1  # mt's BOS beside Marian's pad
+        print(f"model: {parameters:,} parameters, vocabulary {vocabulary:,}; "
               f"CPU threads {torch.get_num_threads()}")
         print(f"mt import: {seconds:.1f} s, peak memory {peak:,.0f} MB")
         seconds, peak = child("translate", "--checkpoint", str(checkpoint), "--beam", "1", "我爱你")

@@ -81,7 +81,8 @@ def main() -> None:
     start = time.perf_counter()
     converting = mine.self_converting()
     compiling = time.perf_counter() - start
-    traditional = sum(opencc.OpenCC("t2s").convert(line) != line for line in sources)
+    to_simplified = opencc.OpenCC("t2s")
+    traditional = sum(to_simplified.convert(line) != line for line in sources)
     print(f"inputs: {len(sources)} ({traditional} with Traditional characters); "
           f"model scripts {mine.scripts}; CPU threads {torch.get_num_threads()}")
 

@@ -63,7 +63,8 @@ def test_its_tokenizer_converts_traditional_chinese_as_mt_does(exported, corpus_
 
     translator = load_translator(exported[0], "cpu")
     simplified = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()
-    lines = [opencc.OpenCC("s2t").convert(line) for line in simplified]
+    to_traditional = opencc.OpenCC("s2t")
+    lines = [to_traditional.convert(line) for line in simplified]
     assert lines != simplified
     hf_tokenizer = transformers.MarianTokenizer.from_pretrained(exported[1])
     assert hf_tokenizer(lines).input_ids == translator.tokenizer.encode_src(simplified)

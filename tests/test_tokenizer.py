@@ -86,7 +86,8 @@ def both_scripts(lines: list[str]) -> list[str]:
     """Each line, and each line in Traditional characters (OpenCC)."""
     import opencc
 
-    return lines + [opencc.OpenCC("s2t").convert(line) for line in lines]
+    to_traditional = opencc.OpenCC("s2t")  # made once: a converter takes a while to make
+    return lines + [to_traditional.convert(line) for line in lines]
 
 
 def test_a_model_file_that_converts_script_itself_gives_mts_pieces(tokenizer, corpus_dir):
