@@ -30,8 +30,10 @@ MARK = "+opencc-"  # normalizer_spec.name of a model that converts, e.g. "nmt_nf
 OPENCC_FILES = Path(opencc.__file__).parent / "clib"  # the OpenCC wheel's dictionaries and its dictionary tool
 
 
-def _model(proto: bytes):
-    from sentencepiece import sentencepiece_model_pb2  # needs protobuf
+def sentencepiece_model(proto: bytes):
+    """A SentencePiece model file as its protobuf message (ModelProto), to read or edit. Imported when used: few
+    commands need protobuf."""
+    from sentencepiece import sentencepiece_model_pb2
 
     model = sentencepiece_model_pb2.ModelProto()
     model.ParseFromString(proto)
@@ -40,15 +42,21 @@ def _model(proto: bytes):
 
 def converts(proto: bytes, script: str) -> bool:
     """Whether the SentencePiece model `proto` converts text into `script` itself."""
-    return script != "keep" and _model(proto).normalizer_spec.name.endswith(MARK + OPENCC[script])
+    return script != "keep" and _named_converting(sentencepiece_model(proto), script)
+
+
+def _named_converting(model, script: str) -> bool:
+    return model.normalizer_spec.name.endswith(MARK + OPENCC[script])
 
 
 def with_conversion(proto: bytes, script: str) -> bytes:
     """The SentencePiece model `proto` with conversion into `script` compiled into its normaliser (unchanged for
     "keep", or when it converts already). Its pieces, ids and whitespace handling stay as they were."""
-    if script == "keep" or converts(proto, script):
+    if script == "keep":
         return proto
-    model = _model(proto)
+    model = sentencepiece_model(proto)
+    if _named_converting(model, script):
+        return proto
     spec = model.normalizer_spec
     spec.precompiled_charsmap = _compiled(spec.precompiled_charsmap, OPENCC[script])
     spec.name += MARK + OPENCC[script]

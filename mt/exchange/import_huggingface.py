@@ -21,6 +21,7 @@ from torch import Tensor
 from mt.config import (Config, DataConfig, DecodeConfig, ModelConfig, TokenizerConfig, config_from_dict,
                        config_to_dict, save_config)
 from mt.core.errors import MtError, first_line
+from mt.data.script_conversion import sentencepiece_model
 from mt.data.tokenizer import PAD, Tokenizer
 from mt.exchange.checkpoint import (EXPORT_META_FILE, check_export_files, checkpoint_dir, export_meta,
                                    last_checkpoint, save_checkpoint, save_run_checkpoint, tokenizer_state)
@@ -139,10 +140,9 @@ def ordered_model(proto: bytes, pieces: list[str], name: str) -> bytes:
     """The SentencePiece model `proto` with exactly `pieces`, in that order, as its pieces: mt's special tokens
     first, its own pieces with their scores, and any other piece UNUSED (never produced). Unchanged when its
     pieces already are those."""
-    from sentencepiece import sentencepiece_model_pb2 as model_pb2  # needs protobuf (mt's huggingface extra)
+    from sentencepiece import sentencepiece_model_pb2 as model_pb2  # its enums
 
-    model = model_pb2.ModelProto()
-    model.ParseFromString(proto)
+    model = sentencepiece_model(proto)
     if [p.piece for p in model.pieces] == pieces:
         return proto
     if model.trainer_spec.model_type != model_pb2.TrainerSpec.UNIGRAM:
