@@ -7,6 +7,13 @@
 #                                                         # the 3 ensembled, with their decoding time
 #   bash scripts/bench_build_on.sh subword ALPHA          # the quick-start with tokenizer.sampling_alpha ALPHA
 #                                                         # (seed 1 of `ensemble` is ALPHA 0; dev scores to choose)
+#   bash scripts/bench_build_on.sh distill                # `ensemble`'s 3 models as the teacher of Tatoeba's
+#                                                         # training sources (mt distill, beam 4); the students
+#                                                         # student-base and student-tiny train on its pairs for
+#                                                         # the recipe's updates; Tatoeba test of each beside the
+#                                                         # teacher and seed 1 (the same updates on the human
+#                                                         # pairs), then the students' decoding speed against
+#                                                         # seed 1's (bench_decode.py: mt, CTranslate2 int8)
 # Results go under runs/build-on/. The quick-start models train its 2,400 updates (about 30 minutes each on 2
 # cores) rather than for 20 minutes of wall-clock, so that they are the same on any machine and under any load:
 # set OMP_NUM_THREADS=1 and run two parts side by side. The fine-tuning's 10 minutes and its 20-minute
@@ -14,7 +21,8 @@
 # OUT (default runs/build-on), CONFIG (the recipe, configs/tatoeba-cpu.yaml), STEPS (its updates, 2400), MINUTES
 # (the Tatoeba-only baseline's, 20), DATA (the folder of tatoeba/ and ntrex128/, ../shared/data/zh-en), DEV (the
 # detokenised TVsub dev set's folder, data/tvsub) and SET (more --set KEY=VALUE overrides for every mt train,
-# space-separated) change the runs, e.g. a short check of a part:
+# space-separated) change the runs; DISTILL (more mt distill options, e.g. "--sample --top-k 10"), SENTENCES (1444)
+# and REPEATS (3) the distill part's corpus and timing. A short check of a part:
 #   OUT=/tmp/build-on STEPS=100 SET="train.eval_every=50" bash scripts/bench_build_on.sh subword 0.1
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,17 +36,18 @@ DEV=${DEV:-data/tvsub}
 source scripts/sets.sh
 mkdir -p "$OUT"
 
-score() {  # NAME CHECKPOINT... : Tatoeba test and NTREX-128, beam 5, and how long each took
-  local name=$1; shift
+score_on() {  # LABEL SRC REF NAME CHECKPOINT... : one test set, beam 5, and how long it took
+  local label=$1 src=$2 ref=$3 name=$4; shift 4
   local models=(); for c in "$@"; do models+=(--checkpoint "$c"); done
-  for set in "tatoeba $DATA/tatoeba/test.zh $DATA/tatoeba/test.en" \
-             "ntrex128 $DATA/ntrex128/ntrex128.zho-CN.zh $DATA/ntrex128/ntrex128.eng.en"; do
-    read -r label src ref <<< "$set"
-    local start=$SECONDS
-    echo "== $name, $label, beam 5"
-    mt evaluate "${models[@]}" --src "$src" --ref "$ref" --beam 5
-    echo "   ($((SECONDS - start)) s to translate and score $(wc -l < "$src") lines)"
-  done
+  local start=$SECONDS
+  echo "== $name, $label, beam 5"
+  mt evaluate "${models[@]}" --src "$src" --ref "$ref" --beam 5
+  echo "   ($((SECONDS - start)) s to translate and score $(wc -l < "$src") lines)"
+}
+
+score() {  # NAME CHECKPOINT... : Tatoeba test and NTREX-128
+  score_on tatoeba "$DATA/tatoeba/test.zh" "$DATA/tatoeba/test.en" "$@"
+  score_on ntrex128 "$DATA/ntrex128/ntrex128.zho-CN.zh" "$DATA/ntrex128/ntrex128.eng.en" "$@"
 }
 
 recipe() {  # RUN [--set …]: the quick-start recipe (STEPS updates), unless RUN has finished it
@@ -66,6 +75,29 @@ case ${1:-} in
       score "seed $seed" "$OUT/seed$seed/checkpoints/best.pt"
     done
     score "ensemble of seeds 1, 2, 3" "$OUT"/seed{1,2,3}/checkpoints/best.pt ;;
+  distill)
+    teachers=()
+    for seed in 1 2 3; do
+      recipe "$OUT/seed$seed" --set train.seed=$seed
+      teachers+=("$OUT/seed$seed/checkpoints/best.pt")
+    done
+    start=$SECONDS
+    read -ra options <<< "${DISTILL:-}"
+    mt distill "${teachers[@]/#/--teacher=}" -s "$DATA/tatoeba/train.zh" -o "$OUT/distilled" "${options[@]}"
+    echo "== the teacher translated $(wc -l < "$DATA/tatoeba/train.zh") sources in $((SECONDS - start)) s" \
+         "(less where an earlier run had translated them)"
+    for student in base tiny; do
+      recipe "$OUT/student-$student" -c "configs/student-$student.yaml" --set data.train.path="$OUT/distilled/train"
+    done
+    tatoeba() { score_on tatoeba "$DATA/tatoeba/test.zh" "$DATA/tatoeba/test.en" "$@"; }
+    tatoeba "teacher: ensemble of seeds 1, 2, 3" "${teachers[@]}"
+    tatoeba "seed 1: the students' recipe on the human pairs" "${teachers[0]}"
+    tatoeba "student-base" "$OUT/student-base/checkpoints/best.pt"
+    tatoeba "student-tiny" "$OUT/student-tiny/checkpoints/best.pt"
+    echo "== decoding speed on Tatoeba test, seed 1's shape against the students'"
+    python scripts/bench_decode.py --real-only --src "$DATA/tatoeba/test.zh" --sentences "${SENTENCES:-1444}" \
+      --repeats "${REPEATS:-3}" --checkpoint "${teachers[0]}" \
+      --checkpoint "$OUT/student-base/checkpoints/best.pt" --checkpoint "$OUT/student-tiny/checkpoints/best.pt" ;;
   subword)
     alpha=${2:?give tokenizer.sampling_alpha, e.g. 0.1 (0: the recipe as it is)}
     recipe "$OUT/subword-$alpha" --set tokenizer.sampling_alpha="$alpha"
@@ -74,5 +106,5 @@ case ${1:-} in
       --src "$DATA/tatoeba/dev.zh" --ref "$DATA/tatoeba/dev.en" --beam 5
     score "sampling_alpha $alpha" "$OUT/subword-$alpha/checkpoints/best.pt" ;;
   *)
-    sed -n 2,18p "$0"; exit 2 ;;
+    sed -n 2,26p "$0"; exit 2 ;;
 esac

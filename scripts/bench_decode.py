@@ -6,8 +6,10 @@
    in int8 (weights quantised as the model loads; `--compute-type auto` picks it on an Intel CPU with VNNI).
    Results go into the harness's results file too (BENCH_RESULTS), so its report_table.py lists mt beside the
    peers.
-2. real (with --checkpoint): a trained model on the first 500 sentences of newstest2021, greedy and beam 4,
-   mt against its CTranslate2 export in float32 and int8 (outputs end at EOS, as in normal use).
+2. real (with --checkpoint): a trained model on the first 500 sentences of newstest2021 (or of --src), greedy and
+   beam 4, mt against its CTranslate2 export in float32 and int8 (outputs end at EOS, as in normal use). Give
+   --checkpoint more than once to set models side by side: each later one's speed is also printed as a ratio of
+   the first's (a distilled student against its teacher's shape, say); --real-only leaves the synthetic out.
 
 Each (engine, workload) runs in its own process, so that peak memory is its own. With --peers, each repeat
 also runs the harness's own decoding benchmark of those toolkits, in turn with mt's, so that this machine's
@@ -17,6 +19,8 @@ with onmt in PEERS for OpenNMT-py and its CTranslate2 conversion). On an otherwi
 
     python scripts/bench_decode.py --peers torchref hf onmt ct2 --repeats 5
     python scripts/bench_decode.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt --repeats 3
+    python scripts/bench_decode.py --real-only --src ../shared/data/zh-en/tatoeba/test.zh \
+        --checkpoint runs/build-on/seed1/checkpoints/best.pt --checkpoint runs/build-on/student-tiny/checkpoints/best.pt
 """
 
 from __future__ import annotations
@@ -90,8 +94,8 @@ def synthetic(engine: str, limit: int | None = None) -> list[dict]:
     return results
 
 
-def real(engine: str, checkpoint: Path, sentences: int) -> list[dict]:
-    """Translate the first `sentences` lines of newstest2021 with a trained model."""
+def real(engine: str, checkpoint: Path, source: Path, sentences: int) -> list[dict]:
+    """Translate the first `sentences` lines of `source` with a trained model."""
     import resource
 
     import torch
@@ -99,7 +103,7 @@ def real(engine: str, checkpoint: Path, sentences: int) -> list[dict]:
     torch.set_num_threads(2)
     from mt.decode.translator import load_translator
 
-    lines = NEWS.read_text(encoding="utf-8").splitlines()[:sentences]
+    lines = source.read_text(encoding="utf-8").splitlines()[:sentences]
     if engine != "mt":
         from mt.exchange.ctranslate2 import export_ctranslate2
 
@@ -209,10 +213,30 @@ def print_tables(table: dict, peers: list[str], repeats: int) -> None:
             print(f"| {engine} | {peer} | {ratios[0]:.2f}× | {ratios[1]:.2f}× |")
 
 
+def real_name(checkpoint: Path) -> str:
+    """The table's name of a trained model: its run's folder (runs/x/checkpoints/best.pt → "x"), else the file."""
+    return checkpoint.parent.parent.name if checkpoint.parent.name == "checkpoints" else checkpoint.name
+
+
+def print_ratios(table: dict, checkpoints: list[Path]) -> None:
+    """Each later checkpoint's sentences/s as a ratio of the first's, engine by engine."""
+    first, *others = [f"real {real_name(c)}" for c in checkpoints]
+    print(f"\n| engine | mode | {' | '.join(f'{o[5:]} ÷ {first[5:]}' for o in others)} |")
+    print(f"|---|---|{'---:|' * len(others)}")
+    for engine in ENGINES:
+        for mode in ("greedy", "beam4"):
+            def median(workload):
+                return statistics.median(r["sent_per_s"] for r in table[(workload, engine, mode)])
+            print(f"| {engine} | {mode} | {' | '.join(f'{median(o) / median(first):.2f}×' for o in others)} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", type=Path, help="also time a trained model on real news sentences")
-    parser.add_argument("--sentences", type=int, default=500, help="real: the first N news sentences")
+    parser.add_argument("--checkpoint", type=Path, action="append", default=[],
+                        help="also time a trained model on real sentences (more than once: several, side by side)")
+    parser.add_argument("--src", type=Path, default=NEWS, help="real: the sentences (default: newstest2021's)")
+    parser.add_argument("--sentences", type=int, default=500, help="real: the first N sentences of --src")
+    parser.add_argument("--real-only", action="store_true", help="leave the synthetic workload out")
     parser.add_argument("--synthetic-sentences", type=int, metavar="N",
                         help="synthetic: the first N of the peers' 200 (a quick check, not to set beside the peers)")
     parser.add_argument("--repeats", type=int, default=3)
@@ -229,21 +253,25 @@ def main() -> None:
         if engine != "mt":
             load_ctranslate2_first()
         rows = (synthetic(engine, args.synthetic_sentences) if workload == "synthetic"
-                else real(engine, args.checkpoint, args.sentences))
+                else real(engine, args.checkpoint[0], args.src, args.sentences))
         print(json.dumps(rows))
         return
-    workloads = ["synthetic"] + (["real"] if args.checkpoint else [])
+    if args.real_only and not args.checkpoint:
+        parser.error("--real-only needs a --checkpoint")
+    workloads = ([] if args.real_only else [("synthetic", [])]) + [
+        (f"real {real_name(c)}", ["--checkpoint", str(c), "--src", str(args.src)]) for c in args.checkpoint]
+    if len({w for w, _ in workloads}) < len(workloads):
+        parser.error("two checkpoints have the same run name: give checkpoints of different runs")
     results = Path(os.environ.get("BENCH_RESULTS") or Path(tempfile.mkdtemp()) / "peers.jsonl")
     before = peer_rows(results)  # rows of earlier runs in the same file are not this run's
     table = {}
     for _ in range(args.repeats):  # round-robin, so that machine noise spreads over every row
         for peer in args.peers:
             run_peer(peer, results)
-        for workload in workloads:
+        for workload, options in workloads:
             for engine in ENGINES:
-                command = [sys.executable, __file__, "--child", workload, engine, "--sentences", str(args.sentences)]
-                if args.checkpoint:
-                    command += ["--checkpoint", str(args.checkpoint)]
+                command = [sys.executable, __file__, "--child", workload.split()[0], engine,
+                           "--sentences", str(args.sentences), *options]
                 if args.synthetic_sentences:
                     command += ["--synthetic-sentences", str(args.synthetic_sentences)]
                 output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
@@ -252,6 +280,8 @@ def main() -> None:
     peers = {key: rows[len(before.get(key, [])):] for key, rows in peer_rows(results).items()}
     peers = {key: rows for key, rows in peers.items() if rows}
     print_tables({**peers, **table}, list(dict.fromkeys(peer for _, peer, _ in peers)), args.repeats)
+    if len(args.checkpoint) > 1:
+        print_ratios(table, args.checkpoint)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The test suite: set up (once), then run pytest. Extra arguments go to pytest.
+# The test suite: set up (once), then run pytest, one worker per core (pytest-xdist). Extra arguments go to pytest
+# (-n 0: one process). Each worker computes on one thread: two OpenMP threads per worker on as many cores as
+# workers would wait for each other at every barrier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-python -m pytest -q "$@"
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} python -m pytest -q -n auto "$@"

@@ -89,22 +89,54 @@ def test_bench_dialogue(config, corpus_dir, tmp_path):
     assert len(bleu_lines(out)) == 2
 
 
-def test_bench_build_on(config, corpus_dir, tmp_path):
-    """The subword part, the cheapest (one recipe, three evaluations): `ensemble` trains three models and
-    `finetune` two on top of a dialogue run, through the same recipe() and score()."""
+@pytest.fixture
+def build_on_data(corpus_dir, tmp_path) -> Path:
+    """DATA for bench_build_on.sh: the tiny corpus as tatoeba/, its last 10 test pairs as ntrex128/."""
     data = tmp_path / "data"
     (data / "tatoeba").mkdir(parents=True)
     (data / "ntrex128").mkdir()
-    for split in ("dev", "test"):
+    for split in ("train", "dev", "test"):
         for lang in ("zh", "en"):
             (data / "tatoeba" / f"{split}.{lang}").symlink_to(corpus_dir / f"{split}.{lang}")
     for name, lang in (("ntrex128.zho-CN.zh", "zh"), ("ntrex128.eng.en", "en")):
         lines = (corpus_dir / f"test.{lang}").read_text(encoding="utf-8").splitlines()[-10:]
         write_lines(data / "ntrex128" / name, lines)
+    return data
+
+
+def test_bench_build_on(config, build_on_data, tmp_path):
+    """The subword part, the cheapest (one recipe, three evaluations): `ensemble` trains three models and
+    `finetune` two on top of a dialogue run, through the same recipe() and score()."""
+    data = build_on_data
     out = run("bench_build_on.sh", "subword", "0.1", tmp_path=tmp_path,
               env={"OUT": str(tmp_path / "build-on"), "CONFIG": str(config), "STEPS": "10", "DATA": str(data)})
     assert "== dev, beam 5" in out and "== sampling_alpha 0.1, ntrex128, beam 5" in out
     assert len(bleu_lines(out)) == 3 and lines_like(r"   \(\d+ s to translate and score 10 lines\)", out)
+
+
+def test_bench_build_on_distill(config, build_on_data, tmp_path):
+    """Three teachers, the distilled corpus, both student presets over the recipe, four scores and the speed table.
+    A student's corpus is the teacher's translation of every training source. (Teachers of 4 updates say nothing
+    unless made to: --min-len, and no cleaning of what they say.)"""
+    out = run("bench_build_on.sh", "distill", tmp_path=tmp_path,
+              env={"OUT": str(tmp_path / "build-on"), "CONFIG": str(config), "STEPS": "4", "DATA": str(build_on_data),
+                   "SENTENCES": "3", "REPEATS": "1", "DISTILL": "--min-len 3", "SET": "data.filters=[]"})
+    train = (build_on_data / "tatoeba" / "train.zh").read_text(encoding="utf-8").splitlines()
+    distilled = tmp_path / "build-on" / "distilled"
+    assert (distilled / "train.zh").read_text(encoding="utf-8").splitlines() == [line for line in train if line]
+    assert len((distilled / "train.en").read_text(encoding="utf-8").splitlines()) == len(train)
+    assert lines_like(rf"== the teacher translated {len(train)} sources in \d+ s \(less where .*\)", out)
+    for name in ("teacher: ensemble of seeds 1, 2, 3", "seed 1: the students' recipe on the human pairs",
+                 "student-base", "student-tiny"):
+        assert f"== {name}, tatoeba, beam 5" in out
+    assert len(bleu_lines(out)) == 4
+    # bench_decode.py with three checkpoints: each engine's row per model, then the students' speed as ratios
+    for engine in ("mt", "ctranslate2 float32", "ctranslate2 int8"):
+        for mode in ("greedy", "beam4"):
+            for name in ("seed1", "student-base", "student-tiny"):
+                assert lines_like(rf"\| real {name} \| {engine} \| {mode} \| {NUMBER} \({NUMBER}–{NUMBER}\) \| .*", out)
+            assert lines_like(rf"\| {engine} \| {mode} \| {NUMBER}× \| {NUMBER}× \|", out)
+    assert "| engine | mode | student-base ÷ seed1 | student-tiny ÷ seed1 |" in out and "synthetic" not in out
 
 
 def test_gpu_scripts_parse():
@@ -192,11 +224,15 @@ def test_bench_sampling(config, tmp_path):
 # --- text, cleaning, robustness ---------------------------------------------------------------------------------
 
 def test_bench_real_text(checkpoint, corpus_dir, tmp_path):
-    out = run("bench_real_text.py", "--checkpoint", str(checkpoint), "--data", str(corpus_dir), tmp_path=tmp_path)
+    out = run("bench_real_text.py", "--checkpoint", str(checkpoint), "--data", str(corpus_dir),
+              "--numbers", str(corpus_dir / "train.zh"), tmp_path=tmp_path)
     for heading in ("## 1. Paragraphs", "## 2. HTML", "## 3. Tag placement", "## 4. Speed", "## 5. Documents"):
         assert heading in out
     assert lines_like(rf"translate_marked \(tags\): +{NUMBER} sent/s .*", out)
     assert lines_like(rf"output sentences = reference sentences, \(a\): \d+/\d+ \({NUMBER}%\)", out)
+    train = (corpus_dir / "train.zh").read_text(encoding="utf-8").splitlines()
+    from_train = sum(bool(re.search("[0-9]", line)) for line in train)
+    assert lines_like(rf"## 3\. Tag placement: .* \(\d+, {from_train} of them from --numbers\); goal .*", out)
 
 
 def test_make_noisy_corpus(corpus_dir, tmp_path):
