@@ -145,3 +145,14 @@ def test_a_placed_mark_is_widened_to_whole_words_but_not_over_an_english_clitic(
     widened = {text[slice(*_words(text, text.index(part), text.index(part) + size))]
                for part, size in (("Tom's", 2), ("don't", 2), ("father", 3), ("it's", 2))}
     assert widened == {"Tom", "don't", "father", "it"}
+
+
+def test_a_mark_on_text_the_translation_copies_goes_on_the_copy_nearest_the_attentions_place():
+    from mt.text.align import _copy
+
+    out = "Tom comes home at 2:30 every day, and 12 of 2 in 2010."
+    assert _copy("2", out, out.index("home")) == (out.index("2:30"), out.index("2:30") + 1)  # not in 12 or 2010
+    assert _copy(" 2 ", out, out.index("of")) == (out.index("of 2") + 3, out.index("of 2") + 4)
+    assert _copy("12", out, 0) == (out.index("12"), out.index("12") + 2)
+    assert _copy("Tom", out, 30) == (0, 3)
+    assert _copy("汤姆", out, 0) is None and _copy("7", out, 0) is None and _copy("：", out, 0) is None

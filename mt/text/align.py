@@ -5,8 +5,10 @@ The translation is the plain text's (marks never change what the model reads whi
 the source is cut into pieces again with a cut at each mark's edges, so that a mark on 汤姆 in 汤姆说 (one piece)
 has pieces of its own, and the translation is read once more, teacher forced. Each target piece is aligned to the
 source piece it attends to most (the weights averaged over the heads of `LAYERS`); a mark's target span runs from
-the first to the last target piece aligned into its source pieces, widened to whole words. A mark on the whole
-sentence stays on the whole translation. (LibreTranslate instead translates the pieces between tags one by one,
+the first to the last target piece aligned into its source pieces, widened to whole words. A mark on text that
+the translation holds as it is (a number, a Latin-script name or code) goes on that copy instead, the one nearest
+the attention's place: attention spreads a few target words around a copied number, the copy itself does not.
+A mark on the whole sentence stays on the whole translation. (LibreTranslate instead translates the pieces between tags one by one,
 which loses word order across them.)
 """
 
@@ -38,7 +40,7 @@ def place(sentence: Sentence, translation: str, translator: Translator) -> list[
     scores = weights.float().mean(dim=(0, 1))[:len(target), :len(source)]  # [T, S], EOS left out
     aligned = scores.argmax(dim=1).tolist()  # each target piece's source piece
     return [Span(0, len(translation), s.mark, s.parent) if s.mark in whole
-            else _span(s, source, target, aligned, scores, translation) for s in sentence.spans]
+            else _span(s, sentence.text, source, target, aligned, scores, translation) for s in sentence.spans]
 
 
 def _cut_pieces(translator: Translator, sentence: Sentence) -> tuple[list[int], list[tuple[int, int]]]:
@@ -63,7 +65,7 @@ def _cut_pieces(translator: Translator, sentence: Sentence) -> tuple[list[int], 
     return ids, offsets
 
 
-def _span(span: Span, source: list[tuple[int, int]], target: list[tuple[int, int]], aligned: list[int],
+def _span(span: Span, text: str, source: list[tuple[int, int]], target: list[tuple[int, int]], aligned: list[int],
           scores: torch.Tensor, translation: str) -> Span:
     """The place in the translation of a mark on part of the sentence."""
     if span.start >= span.end:  # a point: before the first target piece aligned at or after it
@@ -76,7 +78,18 @@ def _span(span: Span, source: list[tuple[int, int]], target: list[tuple[int, int
     if not rows:  # no target piece attends most to them: the ones that attend most to them among all
         rows = sorted({int(scores[:, s].argmax()) for s in covered})
     start, end = _words(translation, target[min(rows)][0], target[max(rows)][1])
+    start, end = _copy(text[span.start:span.end], translation, start) or (start, end)
     return Span(start, end, span.mark, span.parent)
+
+
+def _copy(marked: str, translation: str, near: int) -> tuple[int, int] | None:
+    """Where the translation holds the marked text as it is, as words of its own (not "10" inside "2010"), if the
+    marked text is ASCII with a letter or digit: the occurrence that starts nearest `near`; None if there is none."""
+    marked = marked.strip()
+    if not marked.isascii() or not any(c.isalnum() for c in marked):
+        return None
+    found = [m.span() for m in re.finditer(rf"(?<![0-9A-Za-z]){re.escape(marked)}(?![0-9A-Za-z])", translation)]
+    return min(found, key=lambda f: abs(f[0] - near), default=None)
 
 
 def _words(text: str, start: int, end: int) -> tuple[int, int]:
