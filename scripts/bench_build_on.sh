@@ -14,6 +14,11 @@
 #                                                         # teacher and seed 1 (the same updates on the human
 #                                                         # pairs), then the students' decoding speed against
 #                                                         # seed 1's (bench_decode.py: mt, CTranslate2 int8)
+#   bash scripts/bench_build_on.sh backtranslate [MONO]  # a reverse (en → zh) quick-start model turns MONO's
+#                                                         # English (3AM's train.en) into synthetic pairs, by
+#                                                         # sampling and by beam 4 (mt distill); each set, tagged
+#                                                         # <BT>, joins Tatoeba for the recipe's updates; Tatoeba
+#                                                         # test and dev beside seed 1 (the same updates without)
 # Results go under runs/build-on/. The quick-start models train its 2,400 updates (about 30 minutes each on 2
 # cores) rather than for 20 minutes of wall-clock, so that they are the same on any machine and under any load:
 # set OMP_NUM_THREADS=1 and run two parts side by side. The fine-tuning's 10 minutes and its 20-minute
@@ -21,8 +26,8 @@
 # OUT (default runs/build-on), CONFIG (the recipe, configs/tatoeba-cpu.yaml), STEPS (its updates, 2400), MINUTES
 # (the Tatoeba-only baseline's, 20), DATA (the folder of tatoeba/ and ntrex128/, ../shared/data/zh-en), DEV (the
 # detokenised TVsub dev set's folder, data/tvsub) and SET (more --set KEY=VALUE overrides for every mt train,
-# space-separated) change the runs; DISTILL (more mt distill options, e.g. "--sample --top-k 10"), SENTENCES (1444)
-# and REPEATS (3) the distill part's corpus and timing. A short check of a part:
+# space-separated) change the runs; DISTILL (more mt distill options, e.g. "--top-k 10", in distill and
+# backtranslate), SENTENCES (1444) and REPEATS (3) the distill part's timing. A short check of a part:
 #   OUT=/tmp/build-on STEPS=100 SET="train.eval_every=50" bash scripts/bench_build_on.sh subword 0.1
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,6 +103,24 @@ case ${1:-} in
     python scripts/bench_decode.py --real-only --src "$DATA/tatoeba/test.zh" --sentences "${SENTENCES:-1444}" \
       --repeats "${REPEATS:-3}" --checkpoint "${teachers[0]}" \
       --checkpoint "$OUT/student-base/checkpoints/best.pt" --checkpoint "$OUT/student-tiny/checkpoints/best.pt" ;;
+  backtranslate)
+    mono=${2:-$DATA/3am/train.en}
+    recipe "$OUT/seed1" --set train.seed=1
+    recipe "$OUT/en-zh" --set data.src_lang=en --set data.tgt_lang=zh
+    for mode in sampling beam; do
+      options=(--beam 4); [ "$mode" = sampling ] && options=(--sample --seed 1)
+      read -ra more <<< "${DISTILL:-}"
+      mt distill --teacher "$OUT/en-zh/checkpoints/best.pt" -s "$mono" -o "$OUT/bt-$mode" "${options[@]}" "${more[@]}"
+      recipe "$OUT/zh-en-bt-$mode" \
+        --set "data.extra_train=[{path: $OUT/bt-$mode/train, tag: <BT>, synthetic: true}]"
+    done
+    for model in "seed 1, Tatoeba alone:seed1" "back-translated by sampling:zh-en-bt-sampling" \
+                 "back-translated by beam 4:zh-en-bt-beam"; do
+      for split in test dev; do
+        score_on "tatoeba $split" "$DATA/tatoeba/$split.zh" "$DATA/tatoeba/$split.en" "${model%%:*}" \
+          "$OUT/${model##*:}/checkpoints/best.pt"
+      done
+    done ;;
   subword)
     alpha=${2:?give tokenizer.sampling_alpha, e.g. 0.1 (0: the recipe as it is)}
     recipe "$OUT/subword-$alpha" --set tokenizer.sampling_alpha="$alpha"
@@ -106,5 +129,5 @@ case ${1:-} in
       --src "$DATA/tatoeba/dev.zh" --ref "$DATA/tatoeba/dev.en" --beam 5
     score "sampling_alpha $alpha" "$OUT/subword-$alpha/checkpoints/best.pt" ;;
   *)
-    sed -n 2,26p "$0"; exit 2 ;;
+    sed -n 2,31p "$0"; exit 2 ;;
 esac

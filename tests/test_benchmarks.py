@@ -134,9 +134,29 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
     for engine in ("mt", "ctranslate2 float32", "ctranslate2 int8"):
         for mode in ("greedy", "beam4"):
             for name in ("seed1", "student-base", "student-tiny"):
-                assert lines_like(rf"\| real {name} \| {engine} \| {mode} \| {NUMBER} \({NUMBER}–{NUMBER}\) \| .*", out)
+                row = rf"\| real {name} \| {engine} \| {mode} \| {NUMBER} \({NUMBER}–{NUMBER}\) \| .*"
+                assert lines_like(row, out)
             assert lines_like(rf"\| {engine} \| {mode} \| {NUMBER}× \| {NUMBER}× \|", out)
     assert "| engine | mode | student-base ÷ seed1 | student-tiny ÷ seed1 |" in out and "synthetic" not in out
+
+
+def test_bench_build_on_backtranslate(config, build_on_data, corpus_dir, tmp_path):
+    """The reverse model, the English side turned into tagged synthetic pairs twice (sampling, beam), a model on
+    each mixture, and six scores. (As in the distill part: models of 4 updates say something only if made to.)"""
+    out = run("bench_build_on.sh", "backtranslate", str(corpus_dir / "dev.en"), tmp_path=tmp_path,
+              env={"OUT": str(tmp_path / "build-on"), "CONFIG": str(config), "STEPS": "4", "DATA": str(build_on_data),
+                   "DISTILL": "--min-len 3", "SET": "data.filters=[]"})
+    english = (corpus_dir / "dev.en").read_text(encoding="utf-8").splitlines()
+    for mode in ("sampling", "beam"):
+        made = tmp_path / "build-on" / f"bt-{mode}"
+        assert (made / "train.en").read_text(encoding="utf-8").splitlines() == [line for line in english if line]
+        assert len((made / "train.zh").read_text(encoding="utf-8").splitlines()) == len(english)
+        config_yaml = (tmp_path / "build-on" / f"zh-en-bt-{mode}" / "config.yaml").read_text(encoding="utf-8")
+        assert "<BT>" in config_yaml and "synthetic: true" in config_yaml
+    for name in ("seed 1, Tatoeba alone", "back-translated by sampling", "back-translated by beam 4"):
+        for split in ("test", "dev"):
+            assert f"== {name}, tatoeba {split}, beam 5" in out
+    assert len(bleu_lines(out)) == 6
 
 
 def test_gpu_scripts_parse():

@@ -8,8 +8,8 @@ source piece it attends to most (the weights averaged over the heads of `LAYERS`
 the first to the last target piece aligned into its source pieces, widened to whole words. A mark on text that
 the translation holds as it is (a number, a Latin-script name or code) goes on that copy instead, the one nearest
 the attention's place: attention spreads a few target words around a copied number, the copy itself does not.
-A mark on the whole sentence stays on the whole translation. (LibreTranslate instead translates the pieces between tags one by one,
-which loses word order across them.)
+A mark on the whole sentence stays on the whole translation. (LibreTranslate instead translates the pieces between
+tags one by one, which loses word order across them.)
 """
 
 from __future__ import annotations
