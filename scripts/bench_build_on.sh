@@ -39,6 +39,7 @@ MINUTES=${MINUTES:-20}
 DATA=${DATA:-../shared/data/zh-en}
 DEV=${DEV:-data/tvsub}
 source scripts/sets.sh
+read -ra distill_options <<< "${DISTILL:-}"
 mkdir -p "$OUT"
 
 score_on() {  # LABEL SRC REF NAME CHECKPOINT... : one test set, beam 5, and how long it took
@@ -50,8 +51,13 @@ score_on() {  # LABEL SRC REF NAME CHECKPOINT... : one test set, beam 5, and how
   echo "   ($((SECONDS - start)) s to translate and score $(wc -l < "$src") lines)"
 }
 
+tatoeba() {  # SPLIT LABEL NAME CHECKPOINT... : score_on a Tatoeba split
+  local split=$1; shift
+  score_on "$1" "$DATA/tatoeba/$split.zh" "$DATA/tatoeba/$split.en" "${@:2}"
+}
+
 score() {  # NAME CHECKPOINT... : Tatoeba test and NTREX-128
-  score_on tatoeba "$DATA/tatoeba/test.zh" "$DATA/tatoeba/test.en" "$@"
+  tatoeba test tatoeba "$@"
   score_on ntrex128 "$DATA/ntrex128/ntrex128.zho-CN.zh" "$DATA/ntrex128/ntrex128.eng.en" "$@"
 }
 
@@ -87,18 +93,16 @@ case ${1:-} in
       teachers+=("$OUT/seed$seed/checkpoints/best.pt")
     done
     start=$SECONDS
-    read -ra options <<< "${DISTILL:-}"
-    mt distill "${teachers[@]/#/--teacher=}" -s "$DATA/tatoeba/train.zh" -o "$OUT/distilled" "${options[@]}"
+    mt distill "${teachers[@]/#/--teacher=}" -s "$DATA/tatoeba/train.zh" -o "$OUT/distilled" "${distill_options[@]}"
     echo "== the teacher translated $(wc -l < "$DATA/tatoeba/train.zh") sources in $((SECONDS - start)) s" \
          "(less where an earlier run had translated them)"
     for student in base tiny; do
       recipe "$OUT/student-$student" -c "configs/student-$student.yaml" --set data.train.path="$OUT/distilled/train"
     done
-    tatoeba() { score_on tatoeba "$DATA/tatoeba/test.zh" "$DATA/tatoeba/test.en" "$@"; }
-    tatoeba "teacher: ensemble of seeds 1, 2, 3" "${teachers[@]}"
-    tatoeba "seed 1: the students' recipe on the human pairs" "${teachers[0]}"
-    tatoeba "student-base" "$OUT/student-base/checkpoints/best.pt"
-    tatoeba "student-tiny" "$OUT/student-tiny/checkpoints/best.pt"
+    tatoeba test tatoeba "teacher: ensemble of seeds 1, 2, 3" "${teachers[@]}"
+    tatoeba test tatoeba "seed 1: the students' recipe on the human pairs" "${teachers[0]}"
+    tatoeba test tatoeba "student-base" "$OUT/student-base/checkpoints/best.pt"
+    tatoeba test tatoeba "student-tiny" "$OUT/student-tiny/checkpoints/best.pt"
     echo "== decoding speed on Tatoeba test, seed 1's shape against the students'"
     python scripts/bench_decode.py --real-only --src "$DATA/tatoeba/test.zh" --sentences "${SENTENCES:-1444}" \
       --repeats "${REPEATS:-3}" --checkpoint "${teachers[0]}" \
@@ -109,16 +113,15 @@ case ${1:-} in
     recipe "$OUT/en-zh" --set data.src_lang=en --set data.tgt_lang=zh
     for mode in sampling beam; do
       options=(--beam 4); [ "$mode" = sampling ] && options=(--sample --seed 1)
-      read -ra more <<< "${DISTILL:-}"
-      mt distill --teacher "$OUT/en-zh/checkpoints/best.pt" -s "$mono" -o "$OUT/bt-$mode" "${options[@]}" "${more[@]}"
+      mt distill --teacher "$OUT/en-zh/checkpoints/best.pt" -s "$mono" -o "$OUT/bt-$mode" "${options[@]}" \
+        "${distill_options[@]}"
       recipe "$OUT/zh-en-bt-$mode" \
         --set "data.extra_train=[{path: $OUT/bt-$mode/train, tag: <BT>, synthetic: true}]"
     done
     for model in "seed 1, Tatoeba alone:seed1" "back-translated by sampling:zh-en-bt-sampling" \
                  "back-translated by beam 4:zh-en-bt-beam"; do
       for split in test dev; do
-        score_on "tatoeba $split" "$DATA/tatoeba/$split.zh" "$DATA/tatoeba/$split.en" "${model%%:*}" \
-          "$OUT/${model##*:}/checkpoints/best.pt"
+        tatoeba "$split" "tatoeba $split" "${model%%:*}" "$OUT/${model##*:}/checkpoints/best.pt"
       done
     done ;;
   subword)

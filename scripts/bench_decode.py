@@ -220,13 +220,13 @@ def real_name(checkpoint: Path) -> str:
 
 def print_ratios(table: dict, checkpoints: list[Path]) -> None:
     """Each later checkpoint's sentences/s as a ratio of the first's, engine by engine."""
-    first, *others = [f"real {real_name(c)}" for c in checkpoints]
-    print(f"\n| engine | mode | {' | '.join(f'{o[5:]} ÷ {first[5:]}' for o in others)} |")
+    first, *others = [real_name(c) for c in checkpoints]
+    print(f"\n| engine | mode | {' | '.join(f'{o} ÷ {first}' for o in others)} |")
     print(f"|---|---|{'---:|' * len(others)}")
     for engine in ENGINES:
         for mode in ("greedy", "beam4"):
-            def median(workload):
-                return statistics.median(r["sent_per_s"] for r in table[(workload, engine, mode)])
+            def median(name):
+                return statistics.median(r["sent_per_s"] for r in table[(f"real {name}", engine, mode)])
             print(f"| {engine} | {mode} | {' | '.join(f'{median(o) / median(first):.2f}×' for o in others)} |")
 
 
@@ -258,9 +258,10 @@ def main() -> None:
         return
     if args.real_only and not args.checkpoint:
         parser.error("--real-only needs a --checkpoint")
-    workloads = ([] if args.real_only else [("synthetic", [])]) + [
-        (f"real {real_name(c)}", ["--checkpoint", str(c), "--src", str(args.src)]) for c in args.checkpoint]
-    if len({w for w, _ in workloads}) < len(workloads):
+    # (the table's name, the child's workload, its options)
+    workloads = ([] if args.real_only else [("synthetic", "synthetic", [])]) + [
+        (f"real {real_name(c)}", "real", ["--checkpoint", str(c), "--src", str(args.src)]) for c in args.checkpoint]
+    if len({name for name, _, _ in workloads}) < len(workloads):
         parser.error("two checkpoints have the same run name: give checkpoints of different runs")
     results = Path(os.environ.get("BENCH_RESULTS") or Path(tempfile.mkdtemp()) / "peers.jsonl")
     before = peer_rows(results)  # rows of earlier runs in the same file are not this run's
@@ -268,15 +269,15 @@ def main() -> None:
     for _ in range(args.repeats):  # round-robin, so that machine noise spreads over every row
         for peer in args.peers:
             run_peer(peer, results)
-        for workload, options in workloads:
+        for name, workload, options in workloads:
             for engine in ENGINES:
-                command = [sys.executable, __file__, "--child", workload.split()[0], engine,
+                command = [sys.executable, __file__, "--child", workload, engine,
                            "--sentences", str(args.sentences), *options]
                 if args.synthetic_sentences:
                     command += ["--synthetic-sentences", str(args.synthetic_sentences)]
                 output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
                 for row in json.loads(output.strip().splitlines()[-1]):
-                    table.setdefault((workload, engine, row["mode"]), []).append(row)
+                    table.setdefault((name, engine, row["mode"]), []).append(row)
     peers = {key: rows[len(before.get(key, [])):] for key, rows in peer_rows(results).items()}
     peers = {key: rows for key, rows in peers.items() if rows}
     print_tables({**peers, **table}, list(dict.fromkeys(peer for _, peer, _ in peers)), args.repeats)

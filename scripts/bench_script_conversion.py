@@ -18,13 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import opencc
 import sacrebleu
 import sentencepiece as spm
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mt.data.tokenizer import script_converter  # noqa: E402
 from mt.decode.translator import load_translator  # noqa: E402
 from mt.exchange.ctranslate2 import export_ctranslate2  # noqa: E402
 from mt.exchange.huggingface import export_huggingface  # noqa: E402
@@ -34,9 +34,8 @@ TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "zh-en" / "t
 
 def both_scripts(lines: list[str]) -> list[str]:
     """Each line as it is, then converted into the script it is mostly not in."""
-    to_simplified, to_traditional = opencc.OpenCC("t2s"), opencc.OpenCC("s2t")
-    return lines + [to_simplified.convert(line) if to_simplified.convert(line) != line
-                    else to_traditional.convert(line) for line in lines]
+    simplified, traditional = script_converter("simplified")(lines), script_converter("traditional")(lines)
+    return lines + [s if s != line else t for line, s, t in zip(lines, simplified, traditional)]
 
 
 def hf_greedy(directory: Path, lines: list[str], max_length: int, source_model: bytes | None = None) -> list[str]:
@@ -81,8 +80,7 @@ def main() -> None:
     start = time.perf_counter()
     converting = mine.self_converting()
     compiling = time.perf_counter() - start
-    to_simplified = opencc.OpenCC("t2s")
-    traditional = sum(to_simplified.convert(line) != line for line in sources)
+    traditional = sum(s != line for line, s in zip(sources, script_converter("simplified")(sources)))
     print(f"inputs: {len(sources)} ({traditional} with Traditional characters); "
           f"model scripts {mine.scripts}; CPU threads {torch.get_num_threads()}")
 

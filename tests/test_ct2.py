@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 
-import opencc
 import pytest
 import torch
 
@@ -19,7 +18,7 @@ from mt.exchange.ctranslate2 import export_ctranslate2
 from mt.core import device
 from mt.core.errors import MtError
 from mt.model.transformer import Transformer
-from mt.data.tokenizer import PAD
+from mt.data.tokenizer import PAD, script_converter
 from mt.decode.translator import load_translator
 
 pytest.importorskip("ctranslate2")
@@ -45,8 +44,7 @@ def test_exported_model_gives_mts_greedy_output(kind, trained_runs, tokenizer, c
                   else untrained_checkpoint(tokenizer, tmp_path / "other.pt", **other))
     export_ctranslate2(checkpoint, tmp_path / "ct2")
     lines = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()
-    to_traditional = opencc.OpenCC("s2t")
-    lines += [to_traditional.convert(line) for line in lines[:5]] + ["", "我爱你"]  # its model file converts
+    lines += script_converter("traditional")(lines[:5]) + ["", "我爱你"]  # its model file converts
     mt = load_translator(checkpoint, "cpu")
     ct2 = load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2", compute_type="float32")
     assert ct2.config == mt.config  # languages, position table and decode settings travel with the export

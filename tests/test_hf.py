@@ -15,7 +15,7 @@ from mt.core.errors import MtError
 from mt.exchange.huggingface import export_huggingface
 from mt.exchange.marian import marian_weights, residual_order
 from mt.model.transformer import Transformer
-from mt.data.tokenizer import BOS, EOS, PAD, train_tokenizer
+from mt.data.tokenizer import BOS, EOS, PAD, script_converter, train_tokenizer
 from mt.decode.translator import load_translator
 
 transformers = pytest.importorskip("transformers")
@@ -59,12 +59,9 @@ def test_transformers_loads_it_and_gets_our_logits_with_padding_on_both_sides(ex
 
 
 def test_its_tokenizer_converts_traditional_chinese_as_mt_does(exported, corpus_dir):
-    import opencc
-
     translator = load_translator(exported[0], "cpu")
     simplified = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()
-    to_traditional = opencc.OpenCC("s2t")
-    lines = [to_traditional.convert(line) for line in simplified]
+    lines = script_converter("traditional")(simplified)
     assert lines != simplified
     hf_tokenizer = transformers.MarianTokenizer.from_pretrained(exported[1])
     assert hf_tokenizer(lines).input_ids == translator.tokenizer.encode_src(simplified)

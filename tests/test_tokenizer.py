@@ -5,7 +5,8 @@ import pytest
 from conftest import TINY_TOKENIZER
 from mt.config import TokenizerConfig
 from mt.core.errors import MtError
-from mt.data.tokenizer import BATCH_CALL_MIN, BOS, EOS, PAD, UNK, Sampling, Tokenizer, train_tokenizer
+from mt.data.tokenizer import (BATCH_CALL_MIN, BOS, EOS, PAD, UNK, Sampling, Tokenizer, script_converter,
+                               train_tokenizer)
 
 ZH = ["我爱你。", "你好。", "我们明天去北京。", "谢谢你。"] * 30
 EN = ["I love you.", "Hello.", "We will go to Beijing tomorrow.", "Thank you."] * 30
@@ -84,10 +85,7 @@ def test_traditional_and_simplified_chinese_meet_the_same_pieces():
 
 def both_scripts(lines: list[str]) -> list[str]:
     """Each line, and each line in Traditional characters (OpenCC)."""
-    import opencc
-
-    to_traditional = opencc.OpenCC("s2t")  # made once: a converter takes a while to make
-    return lines + [to_traditional.convert(line) for line in lines]
+    return lines + script_converter("traditional")(lines)
 
 
 def test_a_model_file_that_converts_script_itself_gives_mts_pieces(tokenizer, corpus_dir):
