@@ -3,21 +3,23 @@ every figure is measured here, labelled with this machine's CPU.
 
 Parts (--parts, a comma list; default all):
 
-  tatoeba  The quick-start recipe (configs/tatoeba-cpu.yaml, its max_steps) trained three times into
-           RUNS/{clean,noisy,noisy-cleaned}: (a) clean Tatoeba, filters off and contamination kept; (b) the noisy
-           Tatoeba of scripts/make_noisy_corpus.py (built into --noisy-dir if missing), filters off and
-           contamination kept; (c) the noisy Tatoeba with the default filters and the contamination guard. Each
-           best.pt is scored on the Tatoeba test set with beam 4; a table gives pairs kept, train minutes, BLEU,
-           chrF and the ratios to (a). Then `mt clean` on (c)'s config: per kind of damage (the corpus's
-           manifest.tsv, pairs matched by their exact text) the share each filter removed, and the share of
-           clean pairs removed. A run directory whose run finished is reused; one with a last.pt continues
-           (--resume); otherwise the run starts fresh: the script can be rerun after an interruption.
+  tatoeba  The quick-start recipe (configs/tatoeba-cpu.yaml, its max_steps) trained four times into
+           RUNS/{clean,noisy,noisy-cleaned,noisy-scored}: (a) clean Tatoeba, filters off and contamination kept;
+           (b) the noisy Tatoeba of scripts/make_noisy_corpus.py (built into --noisy-dir if missing), filters off
+           and contamination kept; (c) the noisy Tatoeba with the default filters and the contamination guard;
+           (d) as (c), then the cross_entropy filter with (c)'s best.pt as its forward model, keeping
+           --keep-fraction of the pairs reaching it. Each best.pt is scored on the Tatoeba test set with beam 4; a
+           table gives pairs kept, train minutes, BLEU, chrF and the ratios to (a). Then `mt clean` on (c)'s and
+           (d)'s configs: per kind of damage (the corpus's manifest.tsv, pairs matched by their exact text) the
+           share each filter removed, and the share of clean pairs removed. A run directory whose run finished is
+           reused; one with a last.pt continues (--resume); otherwise the run starts fresh: the script can be
+           rerun after an interruption.
   tvsub    `mt clean` on TVsub's 2M pairs (configs/dialogue-cpu.yaml, its other corpora left out): wall time,
            peak memory, removals per filter. With --tvsub-train-minutes M, also trains the dialogue recipe for M
            minutes with and without filters and scores both on TVsub's dev set (beam 4).
   score    Sentences/s of `mt score` against `mt translate` (greedy and beam 4) on the Tatoeba test set.
 
-    python scripts/bench_clean.py --parts tatoeba --threads 2          # about 3 × the quick-start's time
+    python scripts/bench_clean.py --parts tatoeba --threads 2          # about 4 × the quick-start's time
     python scripts/bench_clean.py --parts tvsub,score
 
 --config layers a config over each part's recipe, and --data, --tvsub-dev and --checkpoint choose its data: with a
@@ -37,8 +39,11 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from mt.clean.cleaning import CONTAMINATION
+from mt.config import DEFAULT_FILTERS
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "zh-en"
@@ -48,6 +53,8 @@ QUICKSTART = "configs/tatoeba-cpu.yaml"
 DIALOGUE = "configs/dialogue-cpu.yaml"
 FILTERS_OFF = ["--set", "data.filters=[]", "--set", "data.contamination=keep"]
 PARTS = ("tatoeba", "tvsub", "score")
+# The order of cleaning's steps in (c) and (d): the guard, the default filters, then cross_entropy.
+STEPS = [CONTAMINATION, *(f.filter for f in DEFAULT_FILTERS), "cross_entropy"]
 # A text found several times in the corpus: its removals are counted against the noisiest kinds first.
 NOISE_ORDER = ("test", "boilerplate", "copy", "wrong-language", "misaligned", "glued", "duplicate", "clean")
 
@@ -238,17 +245,18 @@ def read_manifest(noisy: Path) -> list[tuple[str, str, str]]:
     return list(zip(lines("train.zh"), lines("train.en"), kinds))
 
 
-def removals_by_kind(pairs: list[tuple[str, str, str]], removed: list[tuple[str, str, str]]):
+def removals_by_kind(pairs: list[tuple[str, str, str]], removed: list[tuple[str, str, str]], steps: list[str]):
     """Counter of (kind, reason) over the removed pairs, matched to the corpus by their exact text (a text found
-    n times takes up to n removals, the noisiest kinds first); also the removals matching no pair, and the clean
-    removals whose text is in the corpus as another clean pair too (Tatoeba's own repeats)."""
+    n times takes up to n removals, the noisiest kinds first, the removals in the order of the cleaning's `steps`);
+    also the removals matching no pair, and the clean removals whose text is in the corpus as another clean pair
+    too (Tatoeba's own repeats)."""
     kinds = defaultdict(list)
     for src, tgt, kind in pairs:
         kinds[src, tgt].append(kind)
     for found in kinds.values():
         found.sort(key=lambda kind: NOISE_ORDER.index(kind) if kind in NOISE_ORDER else -1)
     counts, unmatched, repeats, taken = Counter(), 0, 0, Counter()
-    for reason, src, tgt in removed:
+    for reason, src, tgt in sorted(removed, key=lambda pair: steps.index(pair[0])):
         found, i = kinds.get((src, tgt), []), taken[src, tgt]
         taken[src, tgt] += 1
         if i >= len(found):
@@ -259,8 +267,8 @@ def removals_by_kind(pairs: list[tuple[str, str, str]], removed: list[tuple[str,
     return counts, unmatched, repeats
 
 
-def print_recall(pairs, removed) -> None:
-    counts, unmatched, repeats = removals_by_kind(pairs, removed)
+def print_recall(pairs, removed, steps: list[str]) -> None:
+    counts, unmatched, repeats = removals_by_kind(pairs, removed, steps)
     totals = Counter(kind for _, _, kind in pairs)
     reasons = [r for r, _ in Counter(reason for reason, _, _ in removed).most_common()]
     width = max([8] + [len(r) for r in reasons])
@@ -295,10 +303,13 @@ def part_tatoeba(args, env: dict) -> None:
     print("\n## Tatoeba: clean, noisy, noisy with filters (quick-start recipe; test set, beam 4)", flush=True)
     ensure_noisy(args.noisy_dir, args.seed, args.data)
     noisy_train = ["--set", f"data.train.path={rel(args.noisy_dir / 'train')}"]
-    runs = {"(a) clean": ("clean", FILTERS_OFF), "(b) noisy": ("noisy", noisy_train + FILTERS_OFF),
-            "(c) noisy, filtered": ("noisy-cleaned", noisy_train)}
+    # (d) scores the noisy corpus with (c)'s own model: what a user holding only the noisy corpus can do.
+    scored = ["--set", f"data.filters={cross_entropy_filters(args.runs_dir / 'noisy-cleaned', args.keep_fraction)}"]
+    runs = [("(a) clean", "clean", FILTERS_OFF), ("(b) noisy", "noisy", noisy_train + FILTERS_OFF),
+            ("(c) noisy, filtered", "noisy-cleaned", noisy_train),
+            ("(d) (c) + cross_entropy", "noisy-scored", noisy_train + scored)]
     rows = {}
-    for label, (name, overrides) in runs.items():
+    for label, name, overrides in runs:
         run = Run(label, args.runs_dir / name, args.runs_dir / "logs" / f"{name}.train.log")
         train(run, recipe(args, QUICKSTART), overrides, env)
         best = run.run_dir / "checkpoints" / "best.pt"
@@ -306,20 +317,29 @@ def part_tatoeba(args, env: dict) -> None:
         log_text = run.log.read_text(encoding="utf-8") if run.log.exists() else ""
         rows[label] = (pairs_kept(log_text), train_minutes(run), *scores)
     print_tatoeba_table(rows)
-    clean_dir = args.runs_dir / "noisy-cleaned"
-    done = run_mt(["clean", *recipe(args, QUICKSTART), *noisy_train, "--set", f"train.run_dir={rel(clean_dir)}"], env,
-                  args.runs_dir / "logs" / "noisy-cleaned.clean.log")
-    print(f"mt clean: {done.seconds:.1f} s wall; report: {rel(clean_dir / 'clean' / 'report.md')}")
-    print_recall(read_manifest(args.noisy_dir), read_removed(clean_dir / "clean" / "removed.tsv"))
+    for label, name, overrides in runs[2:]:
+        clean_dir = args.runs_dir / name
+        done = run_mt(["clean", *recipe(args, QUICKSTART), *overrides, "--set", f"train.run_dir={rel(clean_dir)}"],
+                      env, args.runs_dir / "logs" / f"{name}.clean.log")
+        print(f"\nmt clean of {label}: {done.seconds:.1f} s wall; report: {rel(clean_dir / 'clean' / 'report.md')}")
+        print_recall(read_manifest(args.noisy_dir), read_removed(clean_dir / "clean" / "removed.tsv"), STEPS)
+
+
+def cross_entropy_filters(scorer: Path, keep_fraction: float) -> str:
+    """data.filters as YAML: the defaults, then cross_entropy with scorer's best.pt as the forward model."""
+    filters = [asdict(f) for f in DEFAULT_FILTERS]
+    filters.append({"filter": "cross_entropy", "forward": rel(scorer / "checkpoints" / "best.pt"),
+                    "keep_fraction": keep_fraction})
+    return json.dumps(filters)
 
 
 def print_tatoeba_table(rows: dict) -> None:
-    print(f"\n{'run':<22}{'pairs kept/read':>18}{'train min':>10}{'BLEU':>8}{'chrF':>8}{'BLEU/(a)':>10}"
+    print(f"\n{'run':<26}{'pairs kept/read':>18}{'train min':>10}{'BLEU':>8}{'chrF':>8}{'BLEU/(a)':>10}"
           f"{'chrF/(a)':>10}")
     _, _, base_bleu, base_chrf = rows["(a) clean"]
     for label, (kept, minutes, bleu, chrf) in rows.items():
         pairs = f"{kept[1]:,}/{kept[0]:,}" if kept else "?"
-        print(f"{label:<22}{pairs:>18}{fmt(minutes, '.1f'):>10}{bleu:>8.2f}{chrf:>8.2f}"
+        print(f"{label:<26}{pairs:>18}{fmt(minutes, '.1f'):>10}{bleu:>8.2f}{chrf:>8.2f}"
               f"{ratio(bleu, base_bleu):>10.3f}{ratio(chrf, base_chrf):>10.3f}")
     print("(pairs: of the train corpus, read and kept after the filters and the length filter, from mt train's log; "
           "minutes: wall-clock of mt train, data preparation and validations included)")
@@ -458,6 +478,8 @@ def main() -> None:
     parser.add_argument("--noisy-dir", type=Path, default=ROOT / "data" / "noisy-tatoeba",
                         help="the noisy Tatoeba (built by scripts/make_noisy_corpus.py if missing)")
     parser.add_argument("--seed", type=int, default=1, help="the noisy corpus's seed, when it is built")
+    parser.add_argument("--keep-fraction", type=float, default=0.88,
+                        help="(d)'s cross_entropy filter keeps this share of the pairs reaching it")
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for every mt command")
     parser.add_argument("--tvsub-train-minutes", type=float, default=0,
                         help="tvsub: also train the dialogue recipe this long with and without filters (0: skip)")

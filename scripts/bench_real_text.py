@@ -48,6 +48,7 @@ MORE_NUMBERS = [ROOT.parent / "shared" / "data" / "zh-en" / "aichallenger2017" /
                 ROOT.parent / "shared" / "data" / "zh-en" / "3am" / "test.zh"]
 HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 TAG = re.compile(r"<[^>]*>")
+CODE = re.compile(r"<code>(.*?)</code>")
 NUMBER = re.compile(r"[0-9]+(?:[.,][0-9]+)*")
 LINK = '<a href="https://example.com/?a=1&amp;b=2">'
 KINDS = {"b": ("<b>", "</b>"), "i": ("<i>", "</i>"), "bi": ("<b><i>", "</i></b>"), "a": (LINK, "</a>")}
@@ -189,6 +190,17 @@ def tagged_block(sentences: list[str], rng: random.Random) -> tuple[str, str]:
     return "<p>" + "".join(html_parts) + "</p>", "".join(text_parts)
 
 
+def words_around_code(output: str, plain: str) -> bool:
+    """True when the output's text outside its <code> elements is the plain translation, or the plain translation
+    less its copy of each code element's words (a code element goes back as written, in place of that copy)."""
+    outside = html.unescape(TAG.sub("", CODE.sub("", output)))
+    for code in CODE.findall(output):
+        if outside == plain:
+            break
+        plain = re.sub(rf"(?<!\w){re.escape(html.unescape(code))}(?!\w)", "", plain, count=1)
+    return outside == plain
+
+
 def well_formed(out: str) -> bool:
     try:
         ET.fromstring("<root>" + out.replace("&nbsp;", "&#160;") + "</root>")
@@ -237,6 +249,9 @@ def html_and_speed(tr, decode, zh: list[str], rng: random.Random) -> str:
     print(f"text = plain translation:                {pct(len(blocks) - len(mismatches), len(blocks))}; "
           f"mismatches {len(mismatches)}, {len(set(mismatches) & set(code))} of them in the {len(code)} blocks with "
           "<code>x</code> (its contents are kept whether or not the model copied them)")
+    aside = [j for j in mismatches if not words_around_code(outputs[j], plain[j])]
+    print(f"the same, <code> elements aside:          {pct(len(blocks) - len(aside), len(blocks))} (the words outside "
+          "them are the plain translation's, less the code's words where the model copied them)")
     print(f"with an empty inline element (<b></b>…): {pct(empty, len(blocks))}")
     for j in sorted(mismatches, key=lambda j: j in code)[:3]:
         print(f"  in:    {short(sources[j])}\n  out:   {short(outputs[j])}\n  plain: {short(plain[j])}")

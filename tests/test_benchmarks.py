@@ -249,6 +249,7 @@ def test_bench_real_text(checkpoint, corpus_dir, tmp_path):
     for heading in ("## 1. Paragraphs", "## 2. HTML", "## 3. Tag placement", "## 4. Speed", "## 5. Documents"):
         assert heading in out
     assert lines_like(rf"translate_marked \(tags\): +{NUMBER} sent/s .*", out)
+    assert lines_like(rf"the same, <code> elements aside: +\d+/\d+ \({NUMBER}%\) .*", out)
     assert lines_like(rf"output sentences = reference sentences, \(a\): \d+/\d+ \({NUMBER}%\)", out)
     train = (corpus_dir / "train.zh").read_text(encoding="utf-8").splitlines()
     from_train = sum(bool(re.search("[0-9]", line)) for line in train)
@@ -264,12 +265,24 @@ def test_make_noisy_corpus(corpus_dir, tmp_path):
 
 
 def test_bench_clean(config, tmp_path):
-    """The tvsub part with the tiny recipe layered over the dialogue one: `mt clean` on 300 pairs. The tatoeba
-    part trains three models and scores each, the score part runs seven translations."""
+    """The tvsub part with the tiny recipe layered over the dialogue one: `mt clean` on 300 pairs. The score part
+    runs seven translations."""
     out = run("bench_clean.py", "--parts", "tvsub", "--config", str(config), "--runs-dir", str(tmp_path / "runs"),
               "--tvsub-dev", str(tmp_path / "tvsub"), tmp_path=tmp_path)
     assert lines_like(rf"mt clean, TVsub alone: {NUMBER} s wall, peak memory {NUMBER} MB .*; \d+ pairs removed", out)
     assert lines_like(r"  duplicates +\d+", out)
+
+
+def test_bench_clean_tatoeba(config, corpus_dir, tmp_path):
+    """The tatoeba part with the tiny recipe on a noisy corpus built from 300 pairs: four trainings of 20 updates,
+    the last filtered by the third's model, each scored; then what `mt clean` removed of each kind."""
+    out = run("bench_clean.py", "--parts", "tatoeba", "--config", str(config), "--data", str(corpus_dir),
+              "--noisy-dir", str(tmp_path / "noisy"), "--runs-dir", str(tmp_path / "runs"), tmp_path=tmp_path)
+    for label in (r"\(a\) clean", r"\(b\) noisy", r"\(c\) noisy, filtered", r"\(d\) \(c\) \+ cross_entropy"):
+        # minutes, BLEU, chrF, then the ratios to (a): nan where a model this tiny scores 0 BLEU
+        assert lines_like(rf"{label} +\d+/\d+( +{NUMBER}){{3}} +({NUMBER}|nan) +({NUMBER}|nan)", out), label
+    assert len(lines_like(r"misaligned +\d+ +[\d.]+%.*", out)) == 2
+    assert lines_like(r"misaligned +\d+ +[\d.]+%.* +[\d.]+% +[\d.]+%", out)  # (d)'s cross_entropy column
 
 
 def test_bad_inputs(tmp_path):

@@ -152,6 +152,23 @@ def test_a_truncated_checkpoint_is_a_clear_error(trained_runs, tmp_path):
         load_checkpoint(tmp_path / "cut.pt")
 
 
+@pytest.mark.parametrize("bend", ["a key of its cleaning record renamed", "its step a string",
+                                  "a dev score missing"])
+def test_a_checkpoint_whose_records_are_bent_is_not_readable(trained_runs, tmp_path, bend):
+    """Bits flipped in a key or a value of a record that mt info reads: one line, not a KeyError mid-way."""
+    state = load_checkpoint(trained_runs[0] / "checkpoints" / "last.pt")
+    state.setdefault("cleaning", {"contamination": "remove", "corpora": {}})
+    if bend.startswith("a key"):
+        state["cleaning"]["contaminatiom"] = state["cleaning"].pop("contamination")
+    elif bend.startswith("its step"):
+        state["step"] = "8"
+    else:
+        del state["dev"]["dev_chrf"]
+    save_checkpoint(state, tmp_path / "bent.pt")
+    with pytest.raises(MtError, match="not a readable checkpoint .*record is not as mt writes it"):
+        load_checkpoint(tmp_path / "bent.pt")
+
+
 def test_a_checkpoint_whose_tokenizer_does_not_match_its_vocabulary_hash_is_refused(trained_runs, tmp_path):
     state = load_checkpoint(trained_runs[0] / "checkpoints" / "last.pt")
     state["tokenizer"]["vocab_hash"] = "0" * 16  # as if the tokenizer had been swapped

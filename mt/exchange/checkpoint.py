@@ -55,22 +55,26 @@ def load_checkpoint(path: Path) -> dict:
         raise MtError(f"{path}: not a readable checkpoint (truncated or corrupt: {first_line(e)[:200]})")
     if not _is_mt_state(state):
         raise MtError(f"{path}: not an mt checkpoint (no model weights, config and tokenizer in it)")
+    if bent := _bent_record(state):
+        raise MtError(f"{path}: not a readable checkpoint (corrupt: its {bent!r} record is not as mt writes it)")
     return state
 
 
-# torch's weights-only unpickler names the global it would not import: "Unsupported global: GLOBAL os.system …",
-# "… GLOBAL subprocess.Popen whose module subprocess is blocked". A damaged file makes it stop elsewhere (an
-# unknown opcode, a string too long) or name a global that does not exist ("torch._utils._rebuild_tenso2_v2").
-NAMED_GLOBAL = re.compile(r"GLOBAL ([A-Za-z_][\w.]*\w)\b")  # a builtin comes without its module: "GLOBAL exec"
+# torch's weights-only unpickler names the global it would not import: "Unsupported global: GLOBAL os.system was
+# not an allowed global …", "… GLOBAL subprocess.Popen whose module subprocess is blocked". A damaged file makes it
+# stop elsewhere (an unknown opcode, a string too long) or name a global that does not exist
+# ("torch._utils._rebuild_tenso2_v2"), or is no name at all ("torch._utils.^rebuild_tensor_v2", or a name running
+# into the bytes after it when its line end is damaged).
+NAMED_GLOBAL = re.compile(r"GLOBAL (.+?) (?:was not an allowed global|whose module)", re.S)
 
 
 def _code_named(message: str) -> str | None:
-    """The code a weights-only load refused to import, from torch's message; None when it refused something else
-    or named code that does not exist here."""
-    found = NAMED_GLOBAL.search(message.replace("Weights only load failed.", ""))
-    if not found:
+    """The code a weights-only load refused to import, from torch's message; None when it refused something else,
+    or named code that does not exist here or cannot be a name."""
+    found = NAMED_GLOBAL.search(message)
+    if not found or not all(part.isidentifier() for part in found.group(1).split(".")):
         return None
-    module, _, name = found.group(1).rpartition(".")
+    module, _, name = found.group(1).rpartition(".")  # a builtin comes without its module: "GLOBAL exec"
     # pickle's protocol 2 (torch.save's) writes Python 2's names, "commands.Popen" for subprocess.Popen; the
     # unpickler maps them back, and so does this
     module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
@@ -99,6 +103,42 @@ def _is_mt_state(state) -> bool:
                                               for k, v in model.items())
     return (weights and isinstance(tokenizer, dict) and isinstance(tokenizer.get("src"), bytes)
             and isinstance(tokenizer.get("tgt"), (bytes, type(None))) and isinstance(tokenizer.get("vocab_hash"), str))
+
+
+# The shapes of the records that commands read besides the weights (mt info, the model card, fine-tuning): a type,
+# [the type of each item], or {key: shape} for keys it must have ({str: shape}: any keys, each value of that shape).
+RECORDS = {
+    "step": int,
+    "averaged": [str],
+    "imported": {"from": str, "format": str},
+    "init_from": {"checkpoint": str, "step": int, "kept": [str]},  # and "from": the same again, when it has one
+    "cleaning": {"contamination": str, "corpora": {str: {"pairs": int, "kept": int, "contaminated": int}}},
+    "dev": {"dev_bleu": float, "dev_chrf": float, "dev_loss": float, "dev_ppl": float},  # or {}: not validated
+}
+
+
+def _bent_record(state: dict) -> str | None:
+    """The name of the first record whose shape is not as mt writes it (bits flipped in a key or a value); None
+    when every record present is whole."""
+    for name, shape in RECORDS.items():
+        record = state.get(name)
+        while record is not None and record != {}:
+            if not _fits(record, shape):
+                return name
+            record = record.get("from") if name == "init_from" else None
+    return None
+
+
+def _fits(value, shape) -> bool:
+    if isinstance(shape, list):
+        return isinstance(value, list) and all(_fits(item, shape[0]) for item in value)
+    if isinstance(shape, dict) and str in shape:
+        return isinstance(value, dict) and all(isinstance(k, str) and _fits(v, shape[str]) for k, v in value.items())
+    if isinstance(shape, dict):
+        return isinstance(value, dict) and all(key in value and _fits(value[key], part) for key, part in shape.items())
+    if shape is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, shape) and not isinstance(value, bool)
 
 
 def tokenizer_state(tokenizer: Tokenizer) -> dict:
