@@ -317,12 +317,13 @@ def part_tatoeba(args, env: dict) -> None:
         log_text = run.log.read_text(encoding="utf-8") if run.log.exists() else ""
         rows[label] = (pairs_kept(log_text), train_minutes(run), *scores)
     print_tatoeba_table(rows)
+    pairs = read_manifest(args.noisy_dir)
     for label, name, overrides in runs[2:]:
         clean_dir = args.runs_dir / name
         done = run_mt(["clean", *recipe(args, QUICKSTART), *overrides, "--set", f"train.run_dir={rel(clean_dir)}"],
                       env, args.runs_dir / "logs" / f"{name}.clean.log")
         print(f"\nmt clean of {label}: {done.seconds:.1f} s wall; report: {rel(clean_dir / 'clean' / 'report.md')}")
-        print_recall(read_manifest(args.noisy_dir), read_removed(clean_dir / "clean" / "removed.tsv"), STEPS)
+        print_recall(pairs, read_removed(clean_dir / "clean" / "removed.tsv"), STEPS)
 
 
 def cross_entropy_filters(scorer: Path, keep_fraction: float) -> str:
