@@ -37,6 +37,7 @@ Script = Literal["simplified", "traditional", "keep"]
 Device = Literal["auto", "cpu", "cuda"]  # auto: cuda when there is a GPU, else cpu
 Engine = Literal["mt", "ctranslate2"]  # what translates: mt's own search, or a CTranslate2 export of the model
 Precision = Literal["auto", "fp32", "bf16", "fp16"]  # auto: bf16 where the GPU or CPU has it natively, else fp32
+Decay = Literal["inverse_sqrt", "linear"]  # after warm-up: the paper's step^-0.5, or a straight line to 0 at max_steps
 Keep = Literal["optimizer", "schedule", "position"]  # what a run started from another's weights also takes over
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]  # torch.compile's
 Contamination = Literal["remove", "keep"]  # training pairs that hold a dev or test sentence
@@ -349,8 +350,10 @@ class TrainConfig:
     max_minutes: Float = key(0.0, "Also stop after this many minutes of training, validations included; it "
                              "validates and saves first (0: no limit).")
     max_tokens: Int = key(25_000, "Tokens per batch and side, padding included.")
-    warmup_steps: Int = key(4000, "Updates of linear learning-rate warm-up before the inverse square root decay.")
+    warmup_steps: Int = key(4000, "Updates of linear learning-rate warm-up before the decay.")
     lr_scale: Float = key(1.0, "Multiplies the paper's rate d_model^-0.5 · min(step^-0.5, step · warmup^-1.5).")
+    decay: Decay = key("inverse_sqrt", "After warm-up: the paper's inverse square root, or linear: from the same "
+                       "peak down to 0 at max_steps, which a run of few updates learns more from.")
     adam_beta1: Float = key(0.9, "Adam's β1.")
     adam_beta2: Float = key(0.98, "Adam's β2.")
     adam_eps: Float = key(1e-9, "Adam's ε.")

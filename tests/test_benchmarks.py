@@ -175,6 +175,16 @@ def test_bench_train(config, tmp_path):
                       r"\(2 timed updates after 1\)", out)
 
 
+def test_avx2_caps(config, tmp_path):
+    """scripts/avx2.sh imitates an AVX2-only CPU on any x86 one: torch's kernels run at AVX2, and precision auto,
+    bf16 on a CPU with native bf16, trains in fp32."""
+    assert run("avx2.sh", sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())",
+               tmp_path=tmp_path).split() == ["AVX2"]
+    out = run("avx2.sh", sys.executable, str(SCRIPTS / "bench_train.py"), "--config", str(config),
+              "--set", "train.precision=auto", "--steps", "1", "--warmup", "1", tmp_path=tmp_path)
+    assert lines_like(r"mt tiny on cpu \(float32\): .*", out)
+
+
 def test_bench_decode(tmp_path):
     """The peers' synthetic workload, 8 of its sentences, each engine in its own process (without --peers). The
     real workload (--checkpoint) runs three more such processes."""

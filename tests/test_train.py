@@ -13,14 +13,14 @@ from torch import nn
 from conftest import tiny_config, tiny_model, tiny_yaml
 from mt.data.batching import make_batch
 from mt.exchange.checkpoint import load_checkpoint, load_model, save_checkpoint
-from mt.config import Config, TrainConfig, load_config
+from mt.config import Config, ModelConfig, TrainConfig, load_config
 from mt.core.errors import MtError
 from mt.train.prepare import prepare_data
 from mt.decode.search import Searcher
 from mt.data.tokenizer import PAD, UNK
 from mt.train.loop import train
 from mt.train.progress import Progress
-from mt.train.trainer import inverse_sqrt_lr
+from mt.train.trainer import inverse_sqrt_lr, learning_rate
 from mt.decode.translator import Translator, load_translator
 
 
@@ -48,6 +48,19 @@ def test_learning_rate_schedule_is_the_papers():
     assert inverse_sqrt_lr(warmup - 1, d, warmup) < peak > inverse_sqrt_lr(warmup + 1, d, warmup)
     assert inverse_sqrt_lr(4 * warmup, d, warmup) == pytest.approx(peak / 2)
     assert inverse_sqrt_lr(10, d, warmup, scale=2.0) == pytest.approx(2 * inverse_sqrt_lr(10, d, warmup))
+
+
+def test_linear_decay_warms_up_as_the_paper_then_falls_to_zero_at_max_steps():
+    config = Config(model=ModelConfig(d_model=256), train=TrainConfig(warmup_steps=100, max_steps=1100, lr_scale=0.7))
+    paper = [learning_rate(s, config) for s in (1, 50, 100, 600, 1100)]
+    config.train.decay = "linear"
+    linear = [learning_rate(s, config) for s in (1, 50, 100, 600, 1100, 1200)]
+    peak = paper[2]
+    assert linear[:3] == pytest.approx(paper[:3])  # the same warm-up to the same peak
+    assert linear[3:] == pytest.approx([peak / 2, 0.0, 0.0])
+    assert paper[3] == pytest.approx(peak * (100 / 600) ** 0.5)
+    config.train.max_steps = 80  # a run shorter than its warm-up ends within it
+    assert [learning_rate(s, config) for s in (50, 80)] == pytest.approx(paper[1:2] + [peak * 0.8])
 
 
 def test_under_a_time_budget_the_progress_bar_counts_to_the_update_where_time_runs_out(tmp_path):

@@ -20,10 +20,13 @@ def has_native_bf16(device: torch.device) -> bool:
     """Whether the device multiplies bf16 matrices in hardware (train.precision auto then picks bf16): a CUDA GPU
     that supports it, or an x86 CPU with AVX512-BF16 or AMX (Intel Cooper Lake, Sapphire Rapids and later; AMD
     Zen 4 and later), where oneDNN's bf16 products outrun its fp32 ones. Elsewhere bf16 would be emulated and
-    slower than fp32. torch reads the CPU's flags through private functions, so their absence means no."""
+    slower than fp32. torch reads the CPU's flags through private functions, so their absence means no. A CPU whose
+    torch kernels are capped below AVX-512 (ATEN_CPU_CAPABILITY=avx2, as scripts/avx2.sh sets) counts as one
+    without: it is how such a CPU is imitated on one that has bf16."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
-    return device.type == "cpu" and _cpu_has("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return (device.type == "cpu" and torch.backends.cpu.get_cpu_capability() == "AVX512"
+            and _cpu_has("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
 
 
 def int8_decodes_faster(device: torch.device) -> bool:

@@ -36,6 +36,25 @@ def inverse_sqrt_lr(step: int, d_model: int, warmup_steps: int, scale: float = 1
     return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
 
 
+def linear_lr(step: int, d_model: int, warmup_steps: int, max_steps: int, scale: float = 1.0) -> float:
+    """The paper's warm-up to the same peak, then a straight line down to 0 at max_steps: a short run ends on small
+    steps that settle its weights, as averaging its last checkpoints would, instead of stopping at a high rate.
+    A run of no more updates than the warm-up (a short check of a recipe) ends within it."""
+    peak = inverse_sqrt_lr(warmup_steps, d_model, warmup_steps, scale)
+    step = max(step, 1)
+    if step <= warmup_steps:
+        return peak * step / warmup_steps
+    return peak * max(max_steps - step, 0) / max(max_steps - warmup_steps, 1)
+
+
+def learning_rate(step: int, config: Config) -> float:
+    """The rate of update `step` (1-based) under train.decay."""
+    d, t = config.model.d_model, config.train
+    if t.decay == "linear":
+        return linear_lr(step, d, t.warmup_steps, t.max_steps, t.lr_scale)
+    return inverse_sqrt_lr(step, d, t.warmup_steps, t.lr_scale)
+
+
 @dataclass
 class Position:
     """Where training stands: updates done, and the next one in the epoch's fixed batch order."""
@@ -74,9 +93,8 @@ class Trainer:
         # On a GPU, fused Adam updates all parameters in a few kernels instead of several per parameter list.
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=(t.adam_beta1, t.adam_beta2),
                                           eps=t.adam_eps, fused=device.type == "cuda")
-        # LambdaLR counts from 0; update k (1-based) uses the paper's rate at step k.
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: inverse_sqrt_lr(
-            s + 1, config.model.d_model, t.warmup_steps, t.lr_scale))
+        # LambdaLR counts from 0; update k (1-based) takes the rate of step k.
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: learning_rate(s + 1, config))
         # The same loss either way; torch's fused kernels are the faster on a GPU, blocks in the cache on a CPU.
         self.criterion = (SmoothedCrossEntropy(PAD, t.label_smoothing) if device.type == "cpu" else
                           nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=t.label_smoothing, reduction="sum"))
