@@ -64,5 +64,5 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
             g = (z.float() - lse_part[:, None]).exp_().sub_(smoothing / vocab)  # softmax − ε/V  [n,V]
             g.scatter_add_(1, ref[:, None], g.new_full((len(ref), 1), smoothing - 1))
             weight = (ref != ctx.ignore_index) * grad_total                     # [n]: 0 for PAD
-            grad_part.copy_(g.mul_(weight[:, None]))
+            torch.mul(g, weight[:, None], out=grad_part)  # written into grad directly: no copy of the block
         return grad, None, None, None
