@@ -42,7 +42,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mt.clean.cleaning import CONTAMINATION
+from mt.clean.cleaning import step_names
 from mt.config import DEFAULT_FILTERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ DIALOGUE = "configs/dialogue-cpu.yaml"
 FILTERS_OFF = ["--set", "data.filters=[]", "--set", "data.contamination=keep"]
 PARTS = ("tatoeba", "tvsub", "score")
 # The order of cleaning's steps in (c) and (d): the guard, the default filters, then cross_entropy.
-STEPS = [CONTAMINATION, *(f.filter for f in DEFAULT_FILTERS), "cross_entropy"]
+STEPS = step_names([f.filter for f in DEFAULT_FILTERS] + ["cross_entropy"])
 # A text found several times in the corpus: its removals are counted against the noisiest kinds first.
 NOISE_ORDER = ("test", "boilerplate", "copy", "wrong-language", "misaligned", "glued", "duplicate", "clean")
 
@@ -245,9 +245,9 @@ def read_manifest(noisy: Path) -> list[tuple[str, str, str]]:
     return list(zip(lines("train.zh"), lines("train.en"), kinds))
 
 
-def removals_by_kind(pairs: list[tuple[str, str, str]], removed: list[tuple[str, str, str]], steps: list[str]):
+def removals_by_kind(pairs: list[tuple[str, str, str]], removed: list[tuple[str, str, str]]):
     """Counter of (kind, reason) over the removed pairs, matched to the corpus by their exact text (a text found
-    n times takes up to n removals, the noisiest kinds first, the removals in the order of the cleaning's `steps`);
+    n times takes up to n removals, the noisiest kinds first, the removals in the order of the cleaning's STEPS);
     also the removals matching no pair, and the clean removals whose text is in the corpus as another clean pair
     too (Tatoeba's own repeats)."""
     kinds = defaultdict(list)
@@ -256,7 +256,7 @@ def removals_by_kind(pairs: list[tuple[str, str, str]], removed: list[tuple[str,
     for found in kinds.values():
         found.sort(key=lambda kind: NOISE_ORDER.index(kind) if kind in NOISE_ORDER else -1)
     counts, unmatched, repeats, taken = Counter(), 0, 0, Counter()
-    for reason, src, tgt in sorted(removed, key=lambda pair: steps.index(pair[0])):
+    for reason, src, tgt in sorted(removed, key=lambda pair: STEPS.index(pair[0])):
         found, i = kinds.get((src, tgt), []), taken[src, tgt]
         taken[src, tgt] += 1
         if i >= len(found):
@@ -267,8 +267,8 @@ def removals_by_kind(pairs: list[tuple[str, str, str]], removed: list[tuple[str,
     return counts, unmatched, repeats
 
 
-def print_recall(pairs, removed, steps: list[str]) -> None:
-    counts, unmatched, repeats = removals_by_kind(pairs, removed, steps)
+def print_recall(pairs, removed) -> None:
+    counts, unmatched, repeats = removals_by_kind(pairs, removed)
     totals = Counter(kind for _, _, kind in pairs)
     reasons = [r for r, _ in Counter(reason for reason, _, _ in removed).most_common()]
     width = max([8] + [len(r) for r in reasons])
@@ -323,7 +323,7 @@ def part_tatoeba(args, env: dict) -> None:
         done = run_mt(["clean", *recipe(args, QUICKSTART), *overrides, "--set", f"train.run_dir={rel(clean_dir)}"],
                       env, args.runs_dir / "logs" / f"{name}.clean.log")
         print(f"\nmt clean of {label}: {done.seconds:.1f} s wall; report: {rel(clean_dir / 'clean' / 'report.md')}")
-        print_recall(pairs, read_removed(clean_dir / "clean" / "removed.tsv"), STEPS)
+        print_recall(pairs, read_removed(clean_dir / "clean" / "removed.tsv"))
 
 
 def cross_entropy_filters(scorer: Path, keep_fraction: float) -> str:

@@ -585,8 +585,8 @@ def check_request(world: World, request: dict) -> None:
     content = {"json": body["json"]} if "json" in body else {"content": body["raw"]} if "raw" in body else \
         {"data": form, "files": {"file": tuple(body["file"])}} if "file" in body else {"data": form}
     try:
-        with httpx.Client(base_url=world.server(), timeout=BOUND_SECONDS) as client:
-            # the whole URL: a path such as "//::" joined to base_url would be read as a host and port
+        with httpx.Client(timeout=BOUND_SECONDS) as client:
+            # the whole URL, not a base_url: a path such as "//::" joined to one would be read as a host and port
             answer = client.request(request["method"], world.server() + request["path"], params=request["query"],
                                     headers=request["headers"], **content)
             if answer.status_code >= 500:

@@ -90,10 +90,15 @@ def _read_cached(path: Path, pairs: int, steps: int) -> tuple[np.ndarray, int] |
     return None
 
 
+def step_names(filter_names: list[str]) -> list[str]:
+    """The cleaning's steps in the order they run, as its reasons name them: the guard, then the filters."""
+    return [CONTAMINATION, *filter_names]
+
+
 def clean_corpus(name: str, corpus: datasets.Dataset, filters: list, data: DataConfig, guard: Guard,
                  cache_dir: Path | None) -> Cleaned:
     """The corpus through the guard and the filters (bound); the reasons cached in cache_dir when given."""
-    steps = [CONTAMINATION] + [f.filter for f in filters]
+    steps = step_names([f.filter for f in filters])
     key = hashlib.sha256(f"{corpus._fingerprint}-{filters}-{data.src_lang}-{data.tgt_lang}-{guard.fingerprint}"
                          .encode()).hexdigest()[:16]
     cached = cache_dir / f"clean-{name}-{key}.npz" if cache_dir else None
