@@ -18,10 +18,11 @@ def logits_and_targets(rows=37, vocab=50, seed=0):
 
 
 def loss_and_gradient(criterion, logits, target, scale=1.0):
-    logits = logits.detach().requires_grad_()
-    loss = criterion(logits, target)
+    """As in training, the logits come out of a product (the generator's), not from a leaf."""
+    leaf = logits.detach().requires_grad_()
+    loss = criterion(leaf * 1, target)
     (loss * scale).backward()
-    return loss.detach(), logits.grad
+    return loss.detach(), leaf.grad
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
@@ -53,3 +54,12 @@ def test_a_batch_of_padding_has_zero_loss_and_gradient():
     target = torch.full((6,), PAD)
     loss, grad = loss_and_gradient(SmoothedCrossEntropy(PAD, 0.1), logits, target)
     assert loss.item() == 0 and (grad == 0).all()
+
+
+def test_a_second_backward_pass_is_refused_not_wrong():
+    """The backward pass writes the gradient over the logits, so autograd must refuse to read them again."""
+    logits, target = logits_and_targets()
+    loss = SmoothedCrossEntropy(PAD, 0.1)(logits.requires_grad_() * 1, target)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

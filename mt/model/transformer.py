@@ -92,8 +92,10 @@ class MultiHeadAttention(nn.Module):
         return x.view(x.size(0), x.size(1), self.num_heads, self.d_k).transpose(1, 2)
 
 
-# The feed-forward network's activation: the paper's max(0, x), or swish x·sigmoid(x), which Marian's models use
-ACTIVATIONS = {"relu": F.relu, "swish": F.silu}
+# The feed-forward network's activation: the paper's max(0, x), or swish x·sigmoid(x), which Marian's models use.
+# max(0, x) is taken in place: nothing else reads W1's output [B,L,d_ff] and its gradient needs only the result, so a
+# training step neither allocates nor writes a second tensor of that size.
+ACTIVATIONS = {"relu": torch.relu_, "swish": F.silu}
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -107,7 +109,10 @@ class PositionwiseFeedForward(nn.Module):
         self.activation = ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(self.activation(self.w_1(x)))
+        # [B·L, D]: on 2-D input W1's output is a tensor of its own, not a view that an in-place max(0, x) would
+        # make autograd copy back into its base
+        hidden = self.activation(self.w_1(x.flatten(0, -2)))  # [B·L, d_ff]
+        return self.w_2(hidden).view_as(x)
 
 
 class AddNorm(nn.Module):

@@ -9,7 +9,9 @@ CrossEntropyLoss(label_smoothing=ε) does, so for one token's logits z [V] with 
 torch computes this through log_softmax, which on a CPU writes and reads several fp32 tensors as large as the
 logits [N,V], the largest tensor of a training step (in bf16 it first copies them to fp32). Here the same numbers
 are computed in blocks of rows small enough to stay in the processor's cache, in fp32, and the backward pass keeps
-only the logits and each row's lse.
+only the logits and each row's lse. It writes the gradient over the logits, which nothing reads after the loss: a
+step allocates no second tensor of their size, the largest of the step, whose first writing into fresh memory (page
+faults, the kernel zero-filling it) takes longer than computing the gradient.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ BLOCK_BYTES = 2 ** 20
 
 
 class SmoothedCrossEntropy(nn.Module):
-    """logits [N,V] (fp32 or bf16), target [N] → the loss summed over targets ≠ ignore_index (fp32 scalar)."""
+    """logits [N,V] (fp32 or bf16), target [N] → the loss summed over targets ≠ ignore_index (fp32 scalar).
+    Its backward pass overwrites the logits with their gradient."""
 
     def __init__(self, ignore_index: int, label_smoothing: float):
         super().__init__()
@@ -59,10 +62,12 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_total: Tensor) -> tuple[Tensor, None, None, None]:
         logits, target, lse = ctx.saved_tensors
         smoothing, vocab = ctx.smoothing, logits.size(-1)
-        grad = torch.empty_like(logits)
-        for z, ref, lse_part, grad_part in _blocks(logits, target, lse, grad):
-            g = (z.float() - lse_part[:, None]).exp_().sub_(smoothing / vocab)  # softmax − ε/V  [n,V]
+        for z, ref, lse_part in _blocks(logits, target, lse):
+            g = z.float()                                                       # fp32: z itself; bf16: a copy
+            g.sub_(lse_part[:, None]).exp_().sub_(smoothing / vocab)            # softmax − ε/V  [n,V]
             g.scatter_add_(1, ref[:, None], g.new_full((len(ref), 1), smoothing - 1))
             weight = (ref != ctx.ignore_index) * grad_total                     # [n]: 0 for PAD
-            torch.mul(g, weight[:, None], out=grad_part)  # written into grad directly: no copy of the block
-        return grad, None, None, None
+            g.mul_(weight[:, None])
+            if g is not z:  # bf16 logits: the fp32 block back into their place
+                z.copy_(g)
+        return logits, None, None, None
