@@ -13,6 +13,8 @@
 
 MFU = 6 × matmul weights a token passes through × its tokens ÷ time ÷ peak rate, with the peak measured here as
 a large matrix product in the training precision (2048³ fp32 on CPU, as the harness's gemm.py; 8192³ on GPU).
+It also prints the share of the process's CPU time spent in the kernel, most of it page faults: memory a step
+writes for the first time, which the kernel maps and zero-fills (docs/benchmarks.md, "Training speed").
 Run --peers right before or after `PEERS="torchref hf" bash ../shared/bench/peers/run_all.sh` on an idle machine.
 """
 
@@ -115,6 +117,8 @@ def run(trainer: Trainer, updates, warmup: int) -> dict:
     elapsed = src_tokens = tgt_tokens = 0
     for i, batches in enumerate(updates):  # on the CPU: train_step moves them to the device, as in training
         synchronize(device)
+        if i == warmup:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
         start = time.perf_counter()
         trainer.train_step(batches)
         synchronize(device)
@@ -122,6 +126,8 @@ def run(trainer: Trainer, updates, warmup: int) -> dict:
             elapsed += time.perf_counter() - start
             src_tokens += sum(int((b.src != PAD).sum()) for b in batches)
             tgt_tokens += sum(b.num_tokens for b in batches)
+    end = resource.getrusage(resource.RUSAGE_SELF)
+    kernel, user = end.ru_stime - usage.ru_stime, end.ru_utime - usage.ru_utime
     flops = 6 * (src_weights * src_tokens + tgt_weights * tgt_tokens)
     peak = peak_flops(device, trainer.dtype or torch.float32)
     memory = (torch.cuda.max_memory_allocated() if device.type == "cuda"
@@ -129,7 +135,8 @@ def run(trainer: Trainer, updates, warmup: int) -> dict:
     return {"tgt_tok_per_s": tgt_tokens / elapsed, "sec_per_step": elapsed / (i + 1 - warmup),
             "src_tok_per_s": src_tokens / elapsed,
             "model_tflops": flops / elapsed / 1e12, "peak_tflops": peak / 1e12, "mfu": flops / elapsed / peak,
-            "peak_memory_mb": memory}
+            "peak_memory_mb": memory, "kernel_share": kernel / (kernel + user),
+            "page_faults_per_step": (end.ru_minflt - usage.ru_minflt) / (i + 1 - warmup)}
 
 
 def main() -> None:
@@ -155,7 +162,9 @@ def main() -> None:
     print(f"{name} on {trainer.device} ({dtype}{compiled}): {result['tgt_tok_per_s']:,.0f} target tok/s, "
           f"{result['src_tok_per_s']:,.0f} source tok/s, {result['model_tflops']:.3g} model TFLOP/s = "
           f"{result['mfu']:.1%} of the measured {result['peak_tflops']:.3g} TFLOP/s matrix-product peak, "
-          f"peak memory {result['peak_memory_mb']:,.0f} MB ({args.steps} timed updates after {args.warmup})")
+          f"peak memory {result['peak_memory_mb']:,.0f} MB ({args.steps} timed updates after {args.warmup}); "
+          f"{result['kernel_share']:.1%} of the process's CPU time in the kernel (page faults: "
+          f"{result['page_faults_per_step']:,.0f} an update)")
     if c is not None:
         c.record(peer="mt" if dtype == "float32" else f"mt {dtype}", kind="train",
                  method="in-process perf_counter around Trainer.train_step (fwd+bwd+Adam, pre-built batches)",
