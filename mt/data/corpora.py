@@ -180,8 +180,12 @@ def sample_pairs(pairs: datasets.Dataset, size: int, seed: int) -> datasets.Data
 
 def take_rows(pairs: datasets.Dataset, rows: np.ndarray, what: str) -> datasets.Dataset:
     """The pairs at `rows` as a new in-memory table, its fingerprint from the pairs' and `what` (how the rows were
-    chosen). Arrow's take: a second for 300,000 of 2M rows, where `select` would make every later read slow."""
-    table = pairs.with_format("arrow")[rows.tolist()]
+    chosen). Arrow's take: a second for 300,000 of 2M rows, where `select` would make every later read slow, and
+    contiguous arrays, where datasets' own lookup of a list of rows gives a table of one-row slices of the old one,
+    which costs gigabytes to send to the processes of a `map`."""
+    if pairs._indices is not None:  # a selection: its rows made real first
+        pairs = pairs.flatten_indices()
+    table = pairs.data.table.take(pa.array(rows, type=pa.int64()))
     fingerprint = hashlib.sha256(f"{pairs._fingerprint}-{what}".encode()).hexdigest()[:16]
     return datasets.Dataset(InMemoryTable(table), fingerprint=fingerprint)
 
