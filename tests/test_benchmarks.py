@@ -172,7 +172,8 @@ def test_bench_train(config, tmp_path):
     batches, takes 3 s an update on one thread: it runs the same run() and print."""
     out = run("bench_train.py", "--config", str(config), "--steps", "2", "--warmup", "1", tmp_path=tmp_path)
     assert lines_like(rf"mt tiny on cpu \(\w+\): {NUMBER} target tok/s, .*peak memory {NUMBER} MB "
-                      r"\(2 timed updates after 1\)", out)
+                      rf"\(2 timed updates after 1\); {NUMBER}% of the process's CPU time in the kernel "
+                      rf"\(page faults: {NUMBER} an update\)", out)
 
 
 def test_avx2_caps(config, tmp_path):
