@@ -126,17 +126,16 @@ def run(trainer: Trainer, updates, warmup: int) -> dict:
             elapsed += time.perf_counter() - start
             src_tokens += sum(int((b.src != PAD).sum()) for b in batches)
             tgt_tokens += sum(b.num_tokens for b in batches)
-    end = resource.getrusage(resource.RUSAGE_SELF)
+    end, timed = resource.getrusage(resource.RUSAGE_SELF), i + 1 - warmup
     kernel, user = end.ru_stime - usage.ru_stime, end.ru_utime - usage.ru_utime
     flops = 6 * (src_weights * src_tokens + tgt_weights * tgt_tokens)
+    memory = (torch.cuda.max_memory_allocated() if device.type == "cuda" else end.ru_maxrss * 1024) / 2 ** 20
     peak = peak_flops(device, trainer.dtype or torch.float32)
-    memory = (torch.cuda.max_memory_allocated() if device.type == "cuda"
-              else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2 ** 20
-    return {"tgt_tok_per_s": tgt_tokens / elapsed, "sec_per_step": elapsed / (i + 1 - warmup),
+    return {"tgt_tok_per_s": tgt_tokens / elapsed, "sec_per_step": elapsed / timed,
             "src_tok_per_s": src_tokens / elapsed,
             "model_tflops": flops / elapsed / 1e12, "peak_tflops": peak / 1e12, "mfu": flops / elapsed / peak,
             "peak_memory_mb": memory, "kernel_share": kernel / (kernel + user),
-            "page_faults_per_step": (end.ru_minflt - usage.ru_minflt) / (i + 1 - warmup)}
+            "page_faults_per_step": (end.ru_minflt - usage.ru_minflt) / timed}
 
 
 def main() -> None:
