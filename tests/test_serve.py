@@ -656,6 +656,16 @@ def test_the_npm_libretranslate_client_speaks_to_mt_serve(url, offline, tmp_path
     assert client("我爱你", "fr") == "This language was not found/does not exist."
 
 
+def test_a_malformed_form_is_answered_400_and_leaves_no_line_in_the_server_s_log(checkpoint, tmp_path):
+    with mt_serve("--checkpoint", str(checkpoint), cwd=tmp_path) as (process, url):
+        answer = httpx.post(url + "/translate", content=b"--not-the-boundary\r\n",
+                            headers={"Content-Type": "multipart/form-data; boundary=b0undary"})
+        assert answer.status_code == 400
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert "boundary" not in process.stderr.read()
+
+
 def test_sigterm_finishes_the_request_in_flight_then_exits_0(checkpoint, tmp_path, offline):
     with mt_serve("--checkpoint", str(checkpoint), cwd=tmp_path) as (process, url):
         host, port = url.removeprefix("http://").split(":")
