@@ -6,6 +6,9 @@
 
 Masks are boolean and True where attention is allowed: `src_mask` [B,1,1,S] hides PAD keys, `tgt_mask`
 [B,1,T,T] also hides future positions. They broadcast over heads and query positions.
+
+In training on a CPU, the encoder's and decoder's layers and the generator compute on the batch's tokens alone,
+packed [N,D], and skip the padding (mt/model/unpadding.py); attention pads them again.
 """
 
 from __future__ import annotations
@@ -68,10 +71,11 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(d_model, d_model)
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, need_weights: bool = False,
-                queries: Unpadding | None = None, keys: Unpadding | None = None) -> tuple[Tensor, Tensor | None]:
+                query_unpadding: Unpadding | None = None,
+                key_unpadding: Unpadding | None = None) -> tuple[Tensor, Tensor | None]:
         """query [B,T,D], key/value [B,S,D], mask [B,1,T|1,S] → output [B,T,D], weights [B,H,T,S] or None.
-        With `queries` (`keys`), the query (key and value) and the output (nothing) are packed instead, [N,D]."""
-        return self.attend(query, *self.keys_values(key, value, keys), mask, need_weights, queries)
+        With query_unpadding, query and output are packed [N_q,D]; with key_unpadding, key and value [N_k,D]."""
+        return self.attend(query, *self.keys_values(key, value, key_unpadding), mask, need_weights, query_unpadding)
 
     def keys_values(self, key: Tensor, value: Tensor, unpadding: Unpadding | None = None) -> tuple[Tensor, Tensor]:
         """Project and split K and V: [B,S,D] (or packed [N,D]) → [B,H,S,d_k] each. Decoding computes the
@@ -153,7 +157,10 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, src_mask: Tensor, unpadding: Unpadding | None = None) -> Tensor:
         """x [B,S,D] (or the source's tokens packed [N,D]), src_mask [B,1,1,S] → the same shape"""
-        x = self.add_norm_attn(x, lambda y: self.self_attn(y, y, y, src_mask, queries=unpadding, keys=unpadding)[0])
+        def self_attention(y: Tensor) -> Tensor:
+            return self.self_attn(y, y, y, src_mask, query_unpadding=unpadding, key_unpadding=unpadding)[0]
+
+        x = self.add_norm_attn(x, self_attention)
         return self.add_norm_ff(x, self.feed_forward)
 
 
@@ -178,10 +185,13 @@ class DecoderLayer(nn.Module):
 
         def cross_attention(y: Tensor) -> Tensor:  # Q from the decoder, K and V from the encoder's memory
             nonlocal weights
-            out, weights = self.cross_attn(y, memory, memory, src_mask, need_weights, queries=unpadding)
+            out, weights = self.cross_attn(y, memory, memory, src_mask, need_weights, query_unpadding=unpadding)
             return out
 
-        x = self.add_norm_self(x, lambda y: self.self_attn(y, y, y, tgt_mask, queries=unpadding, keys=unpadding)[0])
+        def self_attention(y: Tensor) -> Tensor:  # masked: each position attends to itself and the ones before
+            return self.self_attn(y, y, y, tgt_mask, query_unpadding=unpadding, key_unpadding=unpadding)[0]
+
+        x = self.add_norm_self(x, self_attention)
         x = self.add_norm_cross(x, cross_attention)
         return self.add_norm_ff(x, self.feed_forward), weights
 
@@ -339,10 +349,10 @@ class Transformer(nn.Module):
     def forward(self, src: Tensor, tgt_input: Tensor, predicted: Tensor | None = None) -> Tensor:
         """Teacher forcing: src [B,S], tgt_input [B,T] → logits [B,T,V].
 
-        With `predicted` [B,T] bool, True where the next token is wanted (training: where the label is not PAD),
-        the logits of those positions alone, [N,V] in row-major order, and every box but attention computes on
-        the tokens alone, skipping the padding (mt/model/unpadding.py). The causal mask makes the others' absence
-        change nothing."""
+        With `predicted` [B,T] bool, True where the next token is wanted, on a prefix of each row (training: where
+        the label is not PAD), the logits of those positions alone, [N,V] in row-major order; the encoder's and
+        decoder's layers and the generator then compute on the tokens alone, skipping the padding
+        (mt/model/unpadding.py). The causal mask hides the positions after a row's prefix from it."""
         src_mask = make_pad_mask(src, self.pad_idx)
         sources, targets = (None, None) if predicted is None else (Unpadding(src != self.pad_idx), Unpadding(predicted))
         memory = self.encode(src, src_mask, sources)

@@ -1,10 +1,11 @@
 """Computing on the tokens of a padded batch alone.
 
-A batch pads its sentences to the longest one, [B,L]. Every box of the Transformer but attention treats each
-position on its own (the projections, the feed-forward network, Add&Norm, dropout, the generator), so in training
-they run on the tokens alone, packed into [N,D] with N the batch's tokens, and skip the work on PAD. Attention
-alone needs the padded layout: its queries, keys and values are padded again into [B,L,D], with zeros at PAD,
-which the masks hide as before. Batches sorted by target length leave much of the source as padding.
+A batch pads its sentences to the longest one, [B,L]. Every box of an encoder or decoder layer but attention
+treats each position on its own (the projections, the feed-forward network, Add&Norm, dropout), and so does the
+generator, so in training on a CPU they run on the tokens alone, packed into [N,D] with N the batch's tokens, and
+skip the work on PAD. Attention alone needs the padded layout: its queries, keys and values are padded again into
+[B,L,D], with zeros at PAD, which the masks hide as before. Batches sorted by target length leave much of the
+source as padding.
 """
 
 from __future__ import annotations

@@ -101,9 +101,9 @@ class Trainer:
         self.dtype = autocast_dtype(t.precision, device)
         self.dtype_name = str(self.dtype or torch.float32).removeprefix("torch.")  # for reports: bfloat16, float32
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.dtype == torch.float16)
-        # Computing on the tokens alone skips the padding's work, but gives every batch its own shapes, which a
-        # compiled graph would have to follow.
-        self.unpad = not t.compile
+        # On a CPU, computing on the tokens alone skips the padding's work (mt/model/unpadding.py). A compiled graph
+        # wants the fixed shapes of padded batches, and on a GPU finding the tokens would wait for the GPU's work.
+        self.unpad = device.type == "cpu" and not t.compile
         self.position = Position()
         self.init_from: dict | None = None  # where the weights came from, when not from a random start
         self.cleaning: dict = {}  # what cleaning removed from the training corpora (mt/clean), for `mt info`

@@ -32,8 +32,8 @@ def validate(trainer: Trainer, dev: datasets.Dataset) -> dict:
     for indices in token_batches(*lengths(part), config.train.max_tokens):
         rows = part[indices.tolist()]
         batch = make_batch(rows["src_ids"], rows["tgt_ids"]).to(trainer.device)
+        predicted = batch.tgt_label != PAD                                                 # [B, T]
         with trainer.autocast():
-            predicted = batch.tgt_label != PAD                                             # [B, T]
             logits = model(batch.src, batch.tgt_input, predicted)                          # [N, V]
         loss_sum += nn.functional.cross_entropy(logits.float(), batch.tgt_label[predicted], reduction="sum").item()
         tokens += batch.num_tokens
