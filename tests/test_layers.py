@@ -14,7 +14,7 @@ MODULES = {  # bottom up inside each package
     "core": [{"errors", "memory", "openmp"},
              {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_lock"}, {"device"}],
     "data": [{"script_conversion"}, {"tokenizer"}, {"corpora"}, {"batching"}],
-    "model": [{"dropout", "unpadding"}, {"transformer"}],
+    "model": [{"dropout"}, {"transformer"}],
     "exchange": [{"checkpoint"}, {"export"}, {"marian"}, {"ctranslate2", "huggingface", "import_huggingface"}],
     "decode": [{"cache", "packing"}, {"search"}, {"ctranslate2", "score"}, {"translator"}, {"evaluate", "distill"}],
     "clean": [{"normalise"}, {"filters", "contamination"}, {"cleaning"}, {"report"}],

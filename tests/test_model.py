@@ -61,21 +61,6 @@ def test_changing_a_future_target_token_changes_no_earlier_logit(norm):
     torch.testing.assert_close(after[1], before[1], rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("shape", [{"norm": "post"}, {"norm": "pre", "positions": "learned", "tie_embeddings": True}])
-def test_training_on_the_tokens_alone_gives_the_padded_batch_s_logits_and_gradients(shape):
-    model = tiny_model(**shape).double()
-    src, tgt_input = padded_batch()
-    predicted = tgt_input != PAD
-    predicted[1, 1] = False  # a shorter target's last input token (its EOS), whose label is PAD
-    padded, packed = model(src, tgt_input), model(src, tgt_input, predicted)
-    assert packed.shape == (int(predicted.sum()), padded.size(-1))  # [N,V]
-    torch.testing.assert_close(packed, padded[predicted], rtol=0, atol=1e-12)
-    parameters = list(model.parameters())
-    for got, want in zip(torch.autograd.grad(packed.sin().sum(), parameters),
-                         torch.autograd.grad(padded[predicted].sin().sum(), parameters)):
-        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
-
-
 def test_attention_rows_sum_to_one_and_give_padding_no_weight():
     model = tiny_model()
     src, tgt_input = padded_batch()

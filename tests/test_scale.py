@@ -52,18 +52,6 @@ def test_accumulating_k_batches_equals_one_k_times_larger_batch(tmp_path):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-7, msg=name)
 
 
-def test_training_on_the_tokens_alone_gives_the_padded_batch_s_update(tmp_path):
-    src, tgt = pairs(3, 6)
-    unpadded, padded = tiny_trainer(tmp_path / "a"), tiny_trainer(tmp_path / "b")
-    padded.unpad = False  # as under torch.compile
-    assert unpadded.unpad
-    loss_a, tokens_a = unpadded.train_step([make_batch(src, tgt)])
-    loss_b, tokens_b = padded.train_step([make_batch(src, tgt)])
-    assert tokens_a == tokens_b and loss_a == pytest.approx(loss_b, rel=1e-6)
-    for (name, a), b in zip(unpadded.model.named_parameters(), padded.model.parameters()):
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-7, msg=name)
-
-
 def test_a_batch_filled_to_its_bucket_shape_gives_the_same_update(tmp_path):
     src, tgt = pairs(2, 5)
     plain, filled = tiny_trainer(tmp_path / "a"), tiny_trainer(tmp_path / "b")

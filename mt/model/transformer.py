@@ -6,9 +6,6 @@
 
 Masks are boolean and True where attention is allowed: `src_mask` [B,1,1,S] hides PAD keys, `tgt_mask`
 [B,1,T,T] also hides future positions. They broadcast over heads and query positions.
-
-In training on a CPU, the encoder's and decoder's layers and the generator compute on the batch's tokens alone,
-packed [N,D], and skip the padding (mt/model/unpadding.py); attention pads them again.
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ from torch import Tensor, nn
 
 from mt.config import ModelConfig
 from mt.model.dropout import Dropout
-from mt.model.unpadding import Unpadding
 
 
 def make_pad_mask(tokens: Tensor, pad_idx: int) -> Tensor:
@@ -70,35 +66,29 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(d_model, d_model)
         self.w_o = nn.Linear(d_model, d_model)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, need_weights: bool = False,
-                query_unpadding: Unpadding | None = None,
-                key_unpadding: Unpadding | None = None) -> tuple[Tensor, Tensor | None]:
-        """query [B,T,D], key/value [B,S,D], mask [B,1,T|1,S] → output [B,T,D], weights [B,H,T,S] or None.
-        With query_unpadding, query and output are packed [N_q,D]; with key_unpadding, key and value [N_k,D]."""
-        return self.attend(query, *self.keys_values(key, value, key_unpadding), mask, need_weights, query_unpadding)
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """query [B,T,D], key/value [B,S,D], mask [B,1,T|1,S] → output [B,T,D], weights [B,H,T,S] or None."""
+        return self.attend(query, *self.keys_values(key, value), mask, need_weights)
 
-    def keys_values(self, key: Tensor, value: Tensor, unpadding: Unpadding | None = None) -> tuple[Tensor, Tensor]:
-        """Project and split K and V: [B,S,D] (or packed [N,D]) → [B,H,S,d_k] each. Decoding computes the
-        memory's once."""
-        return self._split(self.w_k(key), unpadding), self._split(self.w_v(value), unpadding)
+    def keys_values(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Project and split K and V: [B,S,D] → [B,H,S,d_k] each. Decoding computes the memory's once."""
+        return self._split(self.w_k(key)), self._split(self.w_v(value))
 
-    def attend(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool = False,
-               unpadding: Unpadding | None = None) -> tuple[Tensor, Tensor | None]:
-        """query [B,T,D] (or packed [N,D]) against projected k, v [B,H,S,d_k] → output shaped as the query,
-        weights [B,H,T,S] or None."""
-        q = self._split(self.w_q(query), unpadding)
+    def attend(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+               need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """query [B,T,D] against projected k, v [B,H,S,d_k] → output [B,T,D], weights [B,H,T,S] or None."""
+        q = self._split(self.w_q(query))
         if need_weights or fused_kernel_is_slow(q):
             out, weights = scaled_dot_product_attention(q, k, v, mask)
             weights = weights if need_weights else None
         else:  # the same computation in torch's fused kernel
             out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None
         batch, _, length, _ = out.shape
-        out = out.transpose(1, 2).reshape(batch, length, -1)  # the heads concatenated [B,T,D]
-        return self.w_o(out if unpadding is None else unpadding.unpad(out)), weights
+        return self.w_o(out.transpose(1, 2).reshape(batch, length, -1)), weights
 
-    def _split(self, x: Tensor, unpadding: Unpadding | None = None) -> Tensor:
-        """[B, L, D] (or packed [N, D]) → [B, H, L, d_k]"""
-        x = x if unpadding is None else unpadding.pad(x)
+    def _split(self, x: Tensor) -> Tensor:
+        """[B, L, D] → [B, H, L, d_k]"""
         return x.view(x.size(0), x.size(1), self.num_heads, self.d_k).transpose(1, 2)
 
 
@@ -155,12 +145,9 @@ class EncoderLayer(nn.Module):
         self.add_norm_attn = AddNorm(config.d_model, config.dropout, pre)
         self.add_norm_ff = AddNorm(config.d_model, config.dropout, pre)
 
-    def forward(self, x: Tensor, src_mask: Tensor, unpadding: Unpadding | None = None) -> Tensor:
-        """x [B,S,D] (or the source's tokens packed [N,D]), src_mask [B,1,1,S] → the same shape"""
-        def self_attention(y: Tensor) -> Tensor:
-            return self.self_attn(y, y, y, src_mask, query_unpadding=unpadding, key_unpadding=unpadding)[0]
-
-        x = self.add_norm_attn(x, self_attention)
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        """x [B,S,D], src_mask [B,1,1,S] → [B,S,D]"""
+        x = self.add_norm_attn(x, lambda y: self.self_attn(y, y, y, src_mask)[0])
         return self.add_norm_ff(x, self.feed_forward)
 
 
@@ -177,21 +164,17 @@ class DecoderLayer(nn.Module):
         self.add_norm_cross = AddNorm(config.d_model, config.dropout, pre)
         self.add_norm_ff = AddNorm(config.d_model, config.dropout, pre)
 
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor, need_weights: bool = False,
-                unpadding: Unpadding | None = None) -> tuple[Tensor, Tensor | None]:
-        """x [B,T,D] (or the target's tokens packed [N,D]), memory [B,S,D] → the same shape as x, and the
-        cross-attention weights [B,H,T,S] if asked."""
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """x [B,T,D], memory [B,S,D] → [B,T,D], and the cross-attention weights [B,H,T,S] if asked."""
         weights = None
 
         def cross_attention(y: Tensor) -> Tensor:  # Q from the decoder, K and V from the encoder's memory
             nonlocal weights
-            out, weights = self.cross_attn(y, memory, memory, src_mask, need_weights, query_unpadding=unpadding)
+            out, weights = self.cross_attn(y, memory, memory, src_mask, need_weights)
             return out
 
-        def self_attention(y: Tensor) -> Tensor:  # masked: each position attends to itself and the ones before
-            return self.self_attn(y, y, y, tgt_mask, query_unpadding=unpadding, key_unpadding=unpadding)[0]
-
-        x = self.add_norm_self(x, self_attention)
+        x = self.add_norm_self(x, lambda y: self.self_attn(y, y, y, tgt_mask)[0])
         x = self.add_norm_cross(x, cross_attention)
         return self.add_norm_ff(x, self.feed_forward), weights
 
@@ -248,14 +231,10 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_encoder_layers))
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 
-    def forward(self, x: Tensor, src_mask: Tensor, unpadding: Unpadding | None = None) -> Tensor:
-        """x [B,S,D] → memory [B,S,D]. With `unpadding`, the layers compute on the source's tokens alone, and the
-        memory has zeros at PAD."""
-        x = x if unpadding is None else unpadding.unpad(x)
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         for layer in self.layers:
-            x = layer(x, src_mask, unpadding)
-        x = self.final_norm(x)
-        return x if unpadding is None else unpadding.pad(x)
+            x = layer(x, src_mask)
+        return self.final_norm(x)
 
 
 class Decoder(nn.Module):
@@ -264,14 +243,12 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_decoder_layers))
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor, need_weights: bool = False,
-                unpadding: Unpadding | None = None) -> tuple[Tensor, list[Tensor]]:
-        """x [B,T,D] → hidden states [B,T,D] (with `unpadding`: those of the packed positions alone, [N,D]), and
-        per layer the cross-attention weights [B,H,T,S] if asked."""
-        x = x if unpadding is None else unpadding.unpad(x)
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor,
+                need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """→ hidden states [B,T,D], and per layer the cross-attention weights [B,H,T,S] if asked."""
         attention = []
         for layer in self.layers:
-            x, weights = layer(x, memory, src_mask, tgt_mask, need_weights, unpadding)
+            x, weights = layer(x, memory, src_mask, tgt_mask, need_weights)
             if need_weights:
                 attention.append(weights)
         return self.final_norm(x), attention
@@ -326,16 +303,14 @@ class Transformer(nn.Module):
             elif isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight, 0.0, std or self.config.d_model ** -0.5)
 
-    def encode(self, src: Tensor, src_mask: Tensor, unpadding: Unpadding | None = None) -> Tensor:
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src [B,S], src_mask [B,1,1,S] → memory [B,S,D]"""
-        return self.encoder(self.positions(self.src_embed(src)), src_mask, unpadding)
+        return self.encoder(self.positions(self.src_embed(src)), src_mask)
 
     def decode(self, tgt_input: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor,
-               need_weights: bool = False, unpadding: Unpadding | None = None) -> tuple[Tensor, list[Tensor]]:
-        """tgt_input [B,T], memory [B,S,D] → hidden [B,T,D] (packed: [N,D]), and cross-attention weights if
-        asked."""
-        return self.decoder(self.positions(self.tgt_embed(tgt_input)), memory, src_mask, tgt_mask, need_weights,
-                            unpadding)
+               need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """tgt_input [B,T], memory [B,S,D] → hidden [B,T,D] (and cross-attention weights if asked)."""
+        return self.decoder(self.positions(self.tgt_embed(tgt_input)), memory, src_mask, tgt_mask, need_weights)
 
     @torch.no_grad()
     def cross_attention(self, src: Tensor, tgt_input: Tensor) -> Tensor:
@@ -346,15 +321,9 @@ class Transformer(nn.Module):
         _, weights = self.decode(tgt_input, memory, src_mask, make_tgt_mask(tgt_input, self.pad_idx), need_weights=True)
         return torch.stack(weights, dim=1)
 
-    def forward(self, src: Tensor, tgt_input: Tensor, predicted: Tensor | None = None) -> Tensor:
-        """Teacher forcing: src [B,S], tgt_input [B,T] → logits [B,T,V].
-
-        With `predicted` [B,T] bool, True where the next token is wanted, on a prefix of each row (training: where
-        the label is not PAD), the logits of those positions alone, [N,V] in row-major order; the encoder's and
-        decoder's layers and the generator then compute on the tokens alone, skipping the padding
-        (mt/model/unpadding.py). The causal mask hides the positions after a row's prefix from it."""
+    def forward(self, src: Tensor, tgt_input: Tensor) -> Tensor:
+        """Teacher forcing: src [B,S], tgt_input [B,T] → logits [B,T,V]."""
         src_mask = make_pad_mask(src, self.pad_idx)
-        sources, targets = (None, None) if predicted is None else (Unpadding(src != self.pad_idx), Unpadding(predicted))
-        memory = self.encode(src, src_mask, sources)
-        hidden, _ = self.decode(tgt_input, memory, src_mask, make_tgt_mask(tgt_input, self.pad_idx), unpadding=targets)
+        memory = self.encode(src, src_mask)
+        hidden, _ = self.decode(tgt_input, memory, src_mask, make_tgt_mask(tgt_input, self.pad_idx))
         return self.generator(hidden)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from mt.config import Config, Keep, Precision, config_from_dict, config_to_dict
@@ -101,9 +101,6 @@ class Trainer:
         self.dtype = autocast_dtype(t.precision, device)
         self.dtype_name = str(self.dtype or torch.float32).removeprefix("torch.")  # for reports: bfloat16, float32
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.dtype == torch.float16)
-        # On a CPU, computing on the tokens alone skips the padding's work (mt/model/unpadding.py). A compiled graph
-        # wants the fixed shapes of padded batches, and on a GPU finding the tokens would wait for the GPU's work.
-        self.unpad = device.type == "cpu" and not t.compile
         self.position = Position()
         self.init_from: dict | None = None  # where the weights came from, when not from a random start
         self.cleaning: dict = {}  # what cleaning removed from the training corpora (mt/clean), for `mt info`
@@ -137,7 +134,8 @@ class Trainer:
             sync = contextlib.nullcontext() if last or not self.world.is_distributed else self.network.no_sync()
             with sync:
                 with self.autocast():
-                    loss = self._loss(batch)
+                    logits = self.network(batch.src, batch.tgt_input)                    # [B,T,V]
+                    loss = self.criterion(logits.flatten(0, 1), batch.tgt_label.flatten())
                 self.scaler.scale(loss * scale).backward()
             total += loss.detach()
         self.scaler.unscale_(self.optimizer)
@@ -154,15 +152,6 @@ class Trainer:
         self.scaler.update()
         self.scheduler.step()
         return total.item() / local_tokens, global_tokens
-
-    def _loss(self, batch: Batch) -> Tensor:
-        """Teacher forcing: the decoder reads tgt_input and predicts tgt_label; the loss summed over its tokens."""
-        if not self.unpad:
-            logits = self.network(batch.src, batch.tgt_input)                                    # [B,T,V]
-            return self.criterion(logits.flatten(0, 1), batch.tgt_label.flatten())
-        predicted = batch.tgt_label != PAD                                                       # [B,T]
-        logits = self.network(batch.src, batch.tgt_input, predicted)                             # [N,V]
-        return self.criterion(logits, batch.tgt_label[predicted])
 
     def _skip(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)

@@ -32,10 +32,10 @@ def validate(trainer: Trainer, dev: datasets.Dataset) -> dict:
     for indices in token_batches(*lengths(part), config.train.max_tokens):
         rows = part[indices.tolist()]
         batch = make_batch(rows["src_ids"], rows["tgt_ids"]).to(trainer.device)
-        predicted = batch.tgt_label != PAD                                                 # [B, T]
         with trainer.autocast():
-            logits = model(batch.src, batch.tgt_input, predicted)                          # [N, V]
-        loss_sum += nn.functional.cross_entropy(logits.float(), batch.tgt_label[predicted], reduction="sum").item()
+            logits = model(batch.src, batch.tgt_input)                                     # [B, T, V]
+        loss_sum += nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_label.flatten(),
+                                                ignore_index=PAD, reduction="sum").item()
         tokens += batch.num_tokens
     greedy = config.decode.replace(beam_size=1, nbest=1)  # fast, and comparable across runs
     translator = Translator(Searcher(model, trainer.device), trainer.tokenizer, config)
