@@ -183,7 +183,8 @@ def test_the_rows_cleaning_keeps_cost_their_own_size_to_send_to_a_process():
     """`datasets.map` with several processes pickles each shard of an in-memory corpus for its process: the pairs
     cleaning or sampling kept must cost about their own size, not that of a table of one-row slices, each pickled
     with the whole corpus's buffers (for 2M pairs, more memory than a machine has)."""
-    pairs = datasets.Dataset.from_dict({"src": [f"第{i}句" for i in range(2000)], "tgt": [f"line {i}" for i in range(2000)]})
+    pairs = datasets.Dataset.from_dict({"src": [f"第{i}句" for i in range(2000)],
+                                        "tgt": [f"line {i}" for i in range(2000)]})
     kept = take_rows(pairs, np.arange(0, 2000, 2), "every other")
     assert kept["src"] == pairs["src"][::2] and kept["tgt"] == pairs["tgt"][::2]
     assert len(pickle.dumps(kept.shard(2, 0, contiguous=True))) < 2 * kept.data.nbytes + 10_000

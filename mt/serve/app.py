@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import mimetypes
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -438,6 +439,8 @@ def _json(data, status: int = 200):
 
 def create_app(translator: Translator, engine: str, limits: ServeConfig, api_keys: frozenset[str] = frozenset()):
     """The ASGI application (Starlette)."""
+    # A malformed multipart form is answered 400; its parser's own warning for each would let any client fill the log.
+    logging.getLogger("python_multipart").setLevel(logging.ERROR)
     api = Api(translator, engine, limits, api_keys)
 
     async def refused(request, error: ApiError):

@@ -21,8 +21,6 @@ def serve(translator: Translator, engine: str, limits: ServeConfig, host: str, p
           api_keys: frozenset[str] = frozenset()) -> None:
     """Serve until SIGTERM or Ctrl-C, which stop accepting, finish the requests in flight, and return."""
     sock = _listen(host, port)
-    # A malformed multipart form is answered 400; its parser's own warning for each would let any client fill the log.
-    logging.getLogger("python_multipart").setLevel(logging.ERROR)
     address = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     if not ipaddress.ip_address(sock.getsockname()[0]).is_loopback and not api_keys:
         log.warning(f"listening on {host}, which other machines can reach, with no API keys (--api-keys FILE)")
