@@ -2,15 +2,29 @@
 regression case under tests/fuzz_cases/DOOR/, which the test suite replays. Prints, per door, the examples run, the
 failures and the time per 1,000 examples.
 
+Two engines draw the examples from each door's Hypothesis strategy. `hypothesis` (the default) draws them at random.
+`atheris` runs libFuzzer over mt's own code, instrumented for coverage, through Hypothesis's fuzz_one_input: the
+bytes behind an example that reached a new branch of mt are kept and mutated further, so inputs dig deeper into
+the code that reads them. Each door then runs in a process of its own (libFuzzer ends the process it runs in),
+and the table's next lines give libFuzzer's coverage of mt: edges, features and the inputs it kept.
+
     python scripts/fuzz.py all --examples 10000
     python scripts/fuzz.py checkpoint http --minutes 5
+    python scripts/fuzz.py document config --engine atheris --minutes 10
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import importlib
+import json
+import os
+import pkgutil
 import re
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -19,35 +33,114 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-
-from doors import DOORS, Door, Failure, World, build_world, encode  # noqa: E402
-
 CASES = ROOT / "tests" / "fuzz_cases"
 BATCH = 200  # examples per Hypothesis run; runs repeat, each with fresh random draws, until the budget is spent
+# libFuzzer's options: a process over 8 GB is a failure (a third of the machine), and inputs up to 4 kB from the
+# start (a door's example takes a few hundred bytes of Hypothesis's choices; libFuzzer would otherwise start from 4
+# and grow them slowly)
+LIBFUZZER = ["-rss_limit_mb=8192", "-max_len=4096", "-len_control=0"]
 
 
-def fuzz(door: Door, world: World, examples: int, seconds: float) -> dict:
-    """Run `door` until `examples` or `seconds` are spent; return the counts and the failures by kind."""
-    failures: dict[str, tuple[bytes, str]] = {}  # kind → (the smallest input of that kind, its message)
-    count = 0
-    start = time.perf_counter()
+class Tally:
+    """A door's examples so far, and its failures by kind: the smallest input of each kind, with its message."""
 
-    def check(example):
-        nonlocal count
-        count += 1
+    def __init__(self, door, world):
+        self.door, self.world = door, world
+        self.examples = 0
+        self.failures: dict[str, tuple[bytes, str]] = {}
+
+    def check(self, example) -> None:
+        from doors import Failure, encode
+
+        self.examples += 1
         try:
-            door.check(world, example)
+            self.door.check(self.world, example)
         except Failure as e:
             saved, message = encode(example), str(e)
             kind = kind_of(message)
-            if kind not in failures or len(saved) < len(failures[kind][0]):
-                failures[kind] = saved, message
+            if kind not in self.failures or len(saved) < len(self.failures[kind][0]):
+                self.failures[kind] = saved, message
 
-    while count < examples and time.perf_counter() - start < seconds:
-        settings(max_examples=min(BATCH, examples - count), deadline=None, database=None,
-                 suppress_health_check=list(HealthCheck))(given(door.strategy(world))(check))()
-    return {"examples": count, "seconds": time.perf_counter() - start, "failures": failures}
+
+def fuzz_hypothesis(name: str, examples: int, seconds: float, world) -> dict:
+    """Random draws from the door's strategy until `examples` or `seconds` are spent."""
+    from hypothesis import HealthCheck, given, settings
+    from doors import DOORS
+
+    tally, start = Tally(DOORS[name], world), time.perf_counter()
+    while tally.examples < examples and time.perf_counter() - start < seconds:
+        settings(max_examples=min(BATCH, examples - tally.examples), deadline=None, database=None,
+                 suppress_health_check=list(HealthCheck))(given(DOORS[name].strategy(world))(tally.check))()
+    return {"examples": tally.examples, "seconds": time.perf_counter() - start, "failures": tally.failures}
+
+
+def fuzz_atheris(name: str, examples: int, seconds: float) -> dict:
+    """The door under libFuzzer in a child process (atheris_child), which reports through a status file; a child
+    that dies (a crash in a library's native code, a process over libFuzzer's memory limit) fails with the
+    example it was checking."""
+    with tempfile.TemporaryDirectory() as work:
+        status, log = Path(work) / "status.json", Path(work) / "libfuzzer.log"
+        command = [sys.executable, __file__, name, "--engine", "atheris", "--examples", str(examples),
+                   "--minutes", str(seconds / 60), "--child", str(status)]
+        with log.open("wb") as out:
+            returncode = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, cwd=work).returncode
+        output = log.read_text(encoding="utf-8", errors="replace")
+        result = json.loads(status.read_text(encoding="utf-8")) if status.exists() else {"current": None}
+        if returncode != 0 and result["current"] is None:  # it died outside the door's examples
+            sys.exit(f"fuzz.py: the {name} door's libFuzzer process ended with {returncode}:\n{output[-3000:]}")
+        failures = {kind: (saved.encode(), message) for kind, (saved, message) in result["failures"].items()}
+        if returncode != 0:
+            failures["the process died"] = result["current"].encode(), f"exit status {returncode}\n{output[-2000:]}"
+        coverage = re.findall(r"cov: (\d+) ft: (\d+) corp: (\d+)", output)
+    return {"examples": result["examples"], "seconds": result["seconds"], "failures": failures,
+            "coverage": coverage[-1] if coverage else None}
+
+
+def atheris_child(name: str, examples: int, seconds: float, status: Path) -> None:
+    """Run in the child, mt instrumented (instrument_mt): build the world, and let libFuzzer drive the door's
+    strategy until the budget is spent. The status file is rewritten before each example, so that the parent
+    knows the example a dying process was checking."""
+    import atheris
+    from hypothesis import HealthCheck, given, settings
+    from doors import DOORS, build_world, encode
+
+    world = build_world(status.parent / "world")
+    tally = Tally(DOORS[name], world)
+    start = time.perf_counter()
+
+    def report(current) -> None:
+        failures = {kind: (saved.decode(), message) for kind, (saved, message) in tally.failures.items()}
+        written = status.with_suffix(".part")  # replaced whole: a process dying mid-write leaves the last one
+        written.write_text(json.dumps({"examples": tally.examples, "seconds": time.perf_counter() - start,
+                                       "current": current, "failures": failures}), encoding="utf-8")
+        os.replace(written, status)
+
+    def check(example) -> None:
+        report(encode(example).decode())
+        tally.check(example)
+        if tally.examples >= examples or time.perf_counter() - start >= seconds:
+            report(None)
+            os._exit(0)  # libFuzzer only stops by ending the process
+
+    test = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))(
+        given(DOORS[name].strategy(world))(check))
+    report(None)
+    # An example's time is bounded by tests/doors.py, on SIGALRM; a handler already there keeps Atheris from setting
+    # its own timer on the same signal, which would interrupt the doors' bound
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    atheris.Setup([sys.argv[0], *LIBFUZZER], test.hypothesis.fuzz_one_input)
+    atheris.Fuzz()
+
+
+def instrument_mt() -> None:
+    """Import every module of mt with Atheris's coverage instrumentation, before anything imports one plainly."""
+    import atheris
+
+    with atheris.instrument_imports(include=["mt"]):
+        import mt
+        for module in pkgutil.walk_packages(mt.__path__, "mt."):
+            if module.name != "mt.__main__":  # it would run the CLI
+                importlib.import_module(module.name)
 
 
 def kind_of(message: str) -> str:
@@ -69,26 +162,44 @@ def save(cases: Path, door: str, saved: bytes) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("doors", nargs="+", help=f"door names, or all: {', '.join(DOORS)}")
+    parser.add_argument("doors", nargs="+", help="door names (tests/doors.py), or all")
     parser.add_argument("--examples", type=int, default=1000, help="examples per door at most")
     parser.add_argument("--minutes", type=float, default=float("inf"), help="minutes per door at most")
+    parser.add_argument("--engine", choices=["hypothesis", "atheris"], default="hypothesis",
+                        help="random draws, or libFuzzer's coverage guidance (see above)")
     parser.add_argument("--cases", type=Path, default=CASES, help="where failures are saved (default: the suite's)")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # fuzz_atheris's child: its status file
     args = parser.parse_args()
+    if args.child:
+        instrument_mt()
+    from doors import DOORS, build_world
+
     names = list(DOORS) if args.doors == ["all"] else args.doors
     if unknown := [name for name in names if name not in DOORS]:
         parser.error(f"no door {', '.join(unknown)}; the doors: {', '.join(DOORS)}")
+    if args.child:
+        return atheris_child(names[0], args.examples, args.minutes * 60, args.child)
     with tempfile.TemporaryDirectory() as root:
-        world = build_world(Path(root))
+        world = build_world(Path(root)) if args.engine == "hypothesis" else None
         print("| door | examples | failures | s per 1,000 |\n|---|---:|---:|---:|")
-        with world.closing:
+        coverage = []
+        with world.closing if world else contextlib.nullcontext():
             for name in names:
-                result = fuzz(DOORS[name], world, args.examples, args.minutes * 60)
+                if world:
+                    result = fuzz_hypothesis(name, args.examples, args.minutes * 60, world)
+                else:
+                    result = fuzz_atheris(name, args.examples, args.minutes * 60)
+                    if result["coverage"]:
+                        coverage.append(f"{name}: libFuzzer's coverage of mt: %s edges, %s features, %s inputs kept"
+                                        % result["coverage"])
                 for saved, message in result["failures"].values():
                     path = save(args.cases, name, saved)
                     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
                     print(f"{name}: {shown}\n{message}\n", file=sys.stderr)
                 per_1000 = 1000 * result["seconds"] / max(result["examples"], 1)
                 print(f"| {name} | {result['examples']:,} | {len(result['failures'])} | {per_1000:.0f} |", flush=True)
+        if coverage:
+            print("\n" + "\n".join(coverage))
 
 
 if __name__ == "__main__":

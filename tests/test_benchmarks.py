@@ -312,5 +312,15 @@ def test_fuzz(tmp_path):
     for door in DOORS:
         assert lines_like(rf"\| {door} \| 1 \| \d+ \| {NUMBER} \|", out)
 
+def test_fuzz_atheris(tmp_path):
+    """libFuzzer drives two doors, each in a process of its own, one through the in-process server: every example
+    asked for runs, and the coverage it reports is of mt's code, the only code instrumented."""
+    out = run("fuzz.py", "config", "http", "--engine", "atheris", "--examples", "20",
+              "--cases", str(tmp_path / "cases"), tmp_path=tmp_path)
+    for door in ("config", "http"):
+        assert lines_like(rf"\| {door} \| 20 \| \d+ \| {NUMBER} \|", out)
+        edges = lines_like(rf"{door}: libFuzzer's coverage of mt: (\d+) edges, \d+ features, \d+ inputs kept", out)
+        assert int(edges[0]) > 100, out
+
 # scripts/gen_config_docs.py is run by tests/test_config.py (--check); scripts/setup.sh and test.sh by everyone;
 # scripts/sets.sh by the recipes above.
