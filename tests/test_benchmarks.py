@@ -260,7 +260,8 @@ def test_bench_real_text(checkpoint, corpus_dir, tmp_path):
     for heading in ("## 1. Paragraphs", "## 2. HTML", "## 3. Tag placement", "## 4. Speed", "## 5. Documents"):
         assert heading in out
     assert lines_like(rf"translate_marked \(tags\): +{NUMBER} sent/s .*", out)
-    assert lines_like(rf"the same, <code> elements aside: +\d+/\d+ \({NUMBER}%\) .*", out)
+    assert lines_like(rf"text outside tags = plain translation: +\d+/\d+ \({NUMBER}%\) .*", out)
+    assert lines_like(rf"all text, <code> contents included: +\d+/\d+ \({NUMBER}%\); mismatches \d+, .*", out)
     assert lines_like(rf"output sentences = reference sentences, \(a\): \d+/\d+ \({NUMBER}%\)", out)
     train = (corpus_dir / "train.zh").read_text(encoding="utf-8").splitlines()
     from_train = sum(bool(re.search("[0-9]", line)) for line in train)
