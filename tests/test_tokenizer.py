@@ -64,6 +64,15 @@ def test_byte_fallback_leaves_no_unknown_pieces():
     assert UNK not in ids
 
 
+def test_an_output_decodes_to_one_line_whatever_byte_pieces_it_holds():
+    tok = train_tokenizer(ZH * 3, EN * 3, TokenizerConfig(vocab_size=300, byte_fallback=True))
+    hello = tok.encode_tgt(["Hello."])[0]
+    controls = [tok.tgt.piece_to_id(f"<0x{byte:02X}>") for byte in (0x0A, 0x0D, 0x00, 0x1B)]
+    [text] = tok.decode_tgt([hello[:-1] + controls + hello[1:]])
+    assert text.splitlines() == [text] and text.isprintable()
+    assert text.startswith("Hello.") and text.endswith("Hello.")
+
+
 def test_too_large_a_vocabulary_is_a_config_error():
     with pytest.raises(MtError, match="tokenizer.vocab_size"):
         train_tokenizer(ZH[:4], EN[:4], TINY_TOKENIZER)

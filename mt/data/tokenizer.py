@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import itertools
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ SRC_FILE, TGT_FILE = "spm.src.model", "spm.tgt.model"
 # SentencePiece's call for a list starts its threads anew each time: for fewer texts than this, one call per text
 # costs less (a request's few sentences in `mt serve`, most of all)
 BATCH_CALL_MIN = 128
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]+")  # control characters, line and paragraph separators
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,10 @@ class Tokenizer:
         return [[BOS] + ids + [EOS] for ids in _encode(self.tgt, self.normalize_tgt(texts), sampling)]
 
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
-        return _each(self.tgt.decode, [[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids])  # UNK: ⁇
+        """Output ids → texts of one line each: a byte piece drawn by sampling (or an untrained model) can decode
+        to a line break or another control character, which would split an output line in two."""
+        texts = _each(self.tgt.decode, [[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids])  # UNK: ⁇
+        return [CONTROL.sub(" ", text) for text in texts]
 
     def save(self, run_dir: Path) -> None:
         if self.joint:
