@@ -75,24 +75,28 @@ def fuzz_hypothesis(name: str, examples: int, seconds: float, world) -> dict:
 
 
 def fuzz_atheris(name: str, examples: int, seconds: float) -> dict:
-    """The door under libFuzzer in a child process (atheris_child), which reports through a status file; a child
-    that dies (a crash in a library's native code, a process over libFuzzer's memory limit) fails with the
-    example it was checking."""
+    """The door under libFuzzer in a child process (atheris_child), which reports through a status file. A child
+    that dies (a crash in a library's native code, a process over libFuzzer's memory limit) or outlives its budget
+    fails with the example it was checking, or with none if it was between examples."""
     with tempfile.TemporaryDirectory() as work:
         status, log = Path(work) / "status.json", Path(work) / "libfuzzer.log"
         command = [sys.executable, __file__, name, "--engine", "atheris", "--examples", str(examples),
                    "--minutes", str(seconds / 60), "--child", str(status)]
         with log.open("wb") as out:
-            returncode = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, cwd=work).returncode
+            try:  # the time budget, and room for the world's making and one example's bound (tests/doors.py)
+                limit = None if seconds == float("inf") else seconds + 300
+                done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, cwd=work, timeout=limit)
+                ended = f"exit status {done.returncode}"
+            except subprocess.TimeoutExpired:
+                ended = "killed: past its budget"
         output = log.read_text(encoding="utf-8", errors="replace")
-        result = json.loads(status.read_text(encoding="utf-8")) if status.exists() else {"current": None}
-        if returncode != 0 and result["current"] is None:  # it died outside the door's examples
-            sys.exit(f"fuzz.py: the {name} door's libFuzzer process ended with {returncode}:\n{output[-3000:]}")
-        failures = {kind: (saved.encode(), message) for kind, (saved, message) in result["failures"].items()}
-        if returncode != 0:
-            failures["the process died"] = result["current"].encode(), f"exit status {returncode}\n{output[-2000:]}"
-        coverage = re.findall(r"cov: (\d+) ft: (\d+) corp: (\d+)", output)
-    return {"examples": result["examples"], "seconds": result["seconds"], "failures": failures,
+        result = json.loads(status.read_text(encoding="utf-8")) if status.exists() else {}
+    failures = {kind: (saved.encode(), message) for kind, (saved, message) in result.get("failures", {}).items()}
+    if ended != "exit status 0":
+        current = result.get("current")
+        failures["the process died"] = current and current.encode(), f"{ended}\n{output[-2000:]}"
+    coverage = re.findall(r"cov: (\d+) ft: (\d+) corp: (\d+)", output)
+    return {"examples": result.get("examples", 0), "seconds": result.get("seconds", 0.0), "failures": failures,
             "coverage": coverage[-1] if coverage else None}
 
 
@@ -118,17 +122,21 @@ def atheris_child(name: str, examples: int, seconds: float, status: Path) -> Non
     def check(example) -> None:
         report(encode(example).decode())
         tally.check(example)
-        if tally.examples >= examples or time.perf_counter() - start >= seconds:
-            report(None)
-            os._exit(0)  # libFuzzer only stops by ending the process
+        report(None)
 
     test = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))(
         given(DOORS[name].strategy(world))(check))
+
+    def target(data: bytes) -> None:  # every input, including those too short to make an example
+        if tally.examples >= examples or time.perf_counter() - start >= seconds:
+            os._exit(0)  # libFuzzer only stops by ending the process
+        test.hypothesis.fuzz_one_input(data)
+
     report(None)
-    # An example's time is bounded by tests/doors.py, on SIGALRM; a handler already there keeps Atheris from setting
-    # its own timer on the same signal, which would interrupt the doors' bound
-    signal.signal(signal.SIGALRM, signal.SIG_IGN)
-    atheris.Setup([sys.argv[0], *LIBFUZZER], test.hypothesis.fuzz_one_input)
+    # An example's time is bounded by tests/doors.py, with a timer on SIGALRM. Atheris would set a timer of its own
+    # on the same signal, and does not where a Python handler is already in place.
+    signal.signal(signal.SIGALRM, lambda *_: None)
+    atheris.Setup([sys.argv[0], *LIBFUZZER], target)
     atheris.Fuzz()
 
 
@@ -193,6 +201,9 @@ def main() -> None:
                         coverage.append(f"{name}: libFuzzer's coverage of mt: %s edges, %s features, %s inputs kept"
                                         % result["coverage"])
                 for saved, message in result["failures"].values():
+                    if saved is None:  # a process that died between examples: nothing to replay
+                        print(f"{name}: no example\n{message}\n", file=sys.stderr)
+                        continue
                     path = save(args.cases, name, saved)
                     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
                     print(f"{name}: {shown}\n{message}\n", file=sys.stderr)
