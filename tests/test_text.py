@@ -5,6 +5,7 @@ import random
 import xml.etree.ElementTree as ET
 
 import pytest
+import torch
 
 from mt.core.errors import MtError
 from mt.text.marks import Marked, Span, nest, split_marked
@@ -138,13 +139,47 @@ def test_well_formed_html_stays_well_formed_wherever_the_marks_land():
             assert rendered.count(tag) == source.count(tag)
 
 
-def test_a_placed_mark_is_widened_to_whole_words_but_not_over_an_english_clitic():
+def test_a_placed_mark_is_widened_to_whole_words_but_not_over_an_english_clitic_nor_in_chinese():
     from mt.text.align import _words
 
     text = "I'm Tom's father; I don't know it's here."
     widened = {text[slice(*_words(text, text.index(part), text.index(part) + size))]
                for part, size in (("Tom's", 2), ("don't", 2), ("father", 3), ("it's", 2))}
     assert widened == {"Tom", "don't", "father", "it"}
+    chinese = "我想让汤姆赢。"  # no spaces: the pieces are the words
+    assert chinese[slice(*_words(chinese, 3, 5))] == "汤姆"
+
+
+def test_a_mark_goes_to_the_words_that_attend_most_to_its_pieces_not_to_every_word_that_attends_most_to_it():
+    from mt.text.align import _span
+
+    text, translation = "汤姆不在这里工作。", "Tom doesn't work here."
+    source = [(0, 2), (2, 3), (3, 4), (4, 6), (6, 8), (8, 9)]            # 汤姆 不 在 这里 工作 。
+    target = [(0, 3), (3, 11), (11, 16), (16, 21), (21, 22)]             # Tom ␣doesn't ␣work ␣here .
+    scores = torch.tensor([[0.9, 0.0, 0.0, 0.0, 0.0, 0.1],               # [T, S]
+                           [0.5, 0.4, 0.0, 0.0, 0.0, 0.1],               # "doesn't" attends most to 汤姆 as well
+                           [0.0, 0.0, 0.1, 0.0, 0.9, 0.0],
+                           [0.0, 0.0, 0.1, 0.9, 0.0, 0.0],
+                           [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]])
+    aligned = scores.argmax(dim=1).tolist()
+
+    def placed(start, end):
+        span = _span(Span(start, end, 0), text, source, target, aligned, scores, translation)
+        return translation[span.start:span.end]
+
+    assert placed(0, 2) == "Tom"
+    assert placed(4, 8) == "work here"  # 这里工作: from the first to the last word of its pieces'
+    assert placed(2, 3) == "doesn't"    # 不: no word attends most to it, the one attending most to it does
+
+
+def test_a_mark_on_what_no_source_piece_holds_becomes_a_point_before_the_words_after_it():
+    from mt.text.align import _span
+
+    text, translation = "我爱 你。", "I love you."                      # the space is in no piece
+    source, target = [(0, 1), (1, 2), (3, 4), (4, 5)], [(0, 1), (1, 6), (6, 10), (10, 11)]
+    scores = torch.eye(4)
+    span = _span(Span(2, 3, 0), text, source, target, scores.argmax(dim=1).tolist(), scores, translation)
+    assert (span.start, span.end) == (6, 6)
 
 
 def test_a_mark_on_text_the_translation_copies_goes_on_the_copy_nearest_the_attentions_place():

@@ -1,15 +1,16 @@
 """Marks placed on a translation by the model's cross-attention: a mark on some source words goes to the target
 words that attended most to them.
 
-The translation is the plain text's (marks never change what the model reads while it translates). To align it,
-the source is cut into pieces again with a cut at each mark's edges, so that a mark on 汤姆 in 汤姆说 (one piece)
-has pieces of its own, and the translation is read once more, teacher forced. Each target piece is aligned to the
-source piece it attends to most (the weights averaged over the heads of `LAYERS`); a mark's target span runs from
-the first to the last target piece aligned into its source pieces, widened to whole words. A mark on text that
-the translation holds as it is (a number, a Latin-script name or code) goes on that copy instead, the one nearest
-the attention's place: attention spreads a few target words around a copied number, the copy itself does not.
-A mark on the whole sentence stays on the whole translation. (LibreTranslate instead translates the pieces between
-tags one by one, which loses word order across them.)
+The translation is the plain text's (marks never change what the model reads while it translates). To align it, the
+source is cut into pieces again with a cut at each mark's edges, so that a mark on 汤姆 in 汤姆说 (one piece) has pieces
+of its own, and the translation is read once more, teacher forced (the weights averaged over the heads of `LAYERS`).
+Each source piece of a mark goes to the target piece that attends to it most, and the mark's target span runs from
+the first to the last of those, widened to whole words. (The other way round, the target pieces that attend most to
+the mark's pieces, a function word beside it would often join it: "Tom doesn't" for 汤姆.) A mark on text that the
+translation holds as it is (a number, a Latin-script name or code) goes on that copy instead, the one nearest the
+attention's place: attention spreads a few target words around a copied number, the copy itself does not. A mark on
+the whole sentence stays on the whole translation. (LibreTranslate instead translates the pieces between tags one by
+one, which loses word order across them.)
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from mt.decode.translator import Translator
 from mt.text.marks import Sentence, Span
 
 CLITIC = re.compile(r"['’](s|ll|re|ve|d|m)\b", re.IGNORECASE)  # an English word's clitic, where it begins
+# Letters of the scripts written without spaces between words (Han, kana, Thai, Lao, Tibetan, Myanmar, Khmer): no
+# space tells where their words end, so a placed mark is not widened over them
+UNSPACED = re.compile("[\u3005\u3007\u3040-\u30ff\u31f0-\u31ff\uff65-\uff9f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+                      "\U00020000-\U0003134f\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff]")
 # The decoder layers whose cross-attention aligns words best (averaged): the last (scripts/bench_real_text.py).
 LAYERS = slice(-1, None)
 
@@ -68,15 +73,13 @@ def _cut_pieces(translator: Translator, sentence: Sentence) -> tuple[list[int], 
 def _span(span: Span, text: str, source: list[tuple[int, int]], target: list[tuple[int, int]], aligned: list[int],
           scores: torch.Tensor, translation: str) -> Span:
     """The place in the translation of a mark on part of the sentence."""
-    if span.start >= span.end:  # a point: before the first target piece aligned at or after it
-        after = {i for i, (a, _) in enumerate(source) if a >= span.start}
+    covered = [i for i, (a, b) in enumerate(source) if a < span.end and b > span.start]
+    if not covered:  # a point, or a mark on what no piece holds (a space): before the first target piece aligned
+        after = {i for i, (a, _) in enumerate(source) if a >= span.start}  # at or after it
         rows = [t for t, s in enumerate(aligned) if s in after]
         at = target[min(rows)][0] if rows else len(translation)
         return Span(at, at, span.mark, span.parent)
-    covered = [i for i, (a, b) in enumerate(source) if a < span.end and b > span.start]
-    rows = [t for t, s in enumerate(aligned) if s in covered]
-    if not rows:  # no target piece attends most to them: the ones that attend most to them among all
-        rows = sorted({int(scores[:, s].argmax()) for s in covered})
+    rows = [int(scores[:, s].argmax()) for s in covered]  # the target piece that attends most to each
     start, end = _words(translation, target[min(rows)][0], target[max(rows)][1])
     start, end = _copy(text[span.start:span.end], translation, start) or (start, end)
     return Span(start, end, span.mark, span.parent)
@@ -93,11 +96,12 @@ def _copy(marked: str, translation: str, near: int) -> tuple[int, int] | None:
 
 
 def _words(text: str, start: int, end: int) -> tuple[int, int]:
-    """[start, end) widened to whole words (letters, digits and apostrophes run on: "It's"), without whitespace at
-    its ends. An end just before one of English's clitics ('s, 'll, 're, …) stays there: they are words of their
-    own, so that a mark on 汤姆 in 汤姆的 wraps the "Tom" of "Tom's" (but "don't" stays whole)."""
+    """[start, end) widened to whole words (letters, digits and apostrophes run on: "It's"; not the letters of a
+    script without spaces, whose pieces are the words), without whitespace at its ends. An end just before one of
+    English's clitics ('s, 'll, 're, …) stays there: they are words of their own, so that a mark on 汤姆 in 汤姆的
+    wraps the "Tom" of "Tom's" (but "don't" stays whole)."""
     def word(c: str) -> bool:
-        return c.isalnum() or c in "'’"
+        return (c.isalnum() or c in "'’") and not UNSPACED.match(c)
 
     while start > 0 and word(text[start - 1]) and word(text[start]):
         start -= 1
