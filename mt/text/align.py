@@ -74,8 +74,9 @@ def _span(span: Span, text: str, source: list[tuple[int, int]], target: list[tup
           scores: torch.Tensor, translation: str) -> Span:
     """The place in the translation of a mark on part of the sentence."""
     covered = [i for i, (a, b) in enumerate(source) if a < span.end and b > span.start]
-    if not covered:  # a point, or a mark on what no piece holds (a space): before the first target piece aligned
-        after = {i for i, (a, _) in enumerate(source) if a >= span.start}  # at or after it
+    # a point, or a mark on what no piece holds (a space): before the first target piece aligned at or after it
+    if not covered:
+        after = {i for i, (a, _) in enumerate(source) if a >= span.start}
         rows = [t for t, s in enumerate(aligned) if s in after]
         at = target[min(rows)][0] if rows else len(translation)
         return Span(at, at, span.mark, span.parent)
