@@ -82,17 +82,19 @@ def fuzz_atheris(name: str, examples: int, seconds: float) -> dict:
         status, log = Path(work) / "status.json", Path(work) / "libfuzzer.log"
         command = [sys.executable, __file__, name, "--engine", "atheris", "--examples", str(examples),
                    "--minutes", str(seconds / 60), "--child", str(status)]
+        # the time budget, and room for the world's making and one example's bound (tests/doors.py)
+        limit = None if seconds == float("inf") else seconds + 300
         with log.open("wb") as out:
-            try:  # the time budget, and room for the world's making and one example's bound (tests/doors.py)
-                limit = None if seconds == float("inf") else seconds + 300
-                done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, cwd=work, timeout=limit)
-                ended = f"exit status {done.returncode}"
+            try:
+                returncode = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, cwd=work,
+                                            timeout=limit).returncode
             except subprocess.TimeoutExpired:
-                ended = "killed: past its budget"
+                returncode = None
         output = log.read_text(encoding="utf-8", errors="replace")
         result = json.loads(status.read_text(encoding="utf-8")) if status.exists() else {}
     failures = {kind: (saved.encode(), message) for kind, (saved, message) in result.get("failures", {}).items()}
-    if ended != "exit status 0":
+    if returncode != 0:
+        ended = "killed: past its budget" if returncode is None else f"exit status {returncode}"
         current = result.get("current")
         failures["the process died"] = current and current.encode(), f"{ended}\n{output[-2000:]}"
     coverage = re.findall(r"cov: (\d+) ft: (\d+) corp: (\d+)", output)
