@@ -402,6 +402,7 @@ def test_mt_api_gives_nbest_with_scores_options_and_attention(url, offline, tran
     assert [t["score"] for t in best] == sorted((t["score"] for t in best), reverse=True)
     attention = best[0]["attention"]
     layers, rows = attention["layers"], len(attention["target"])
+    assert attention["layer_numbers"] == list(range(1, translator.config.model.num_decoder_layers + 1))
     assert len(layers) == translator.config.model.num_decoder_layers and attention["source"][-1] == "</s>"
     assert all(len(layer) == rows and all(abs(sum(row) - 1) < 1e-2 for row in layer) for layer in layers)
     greedy = post(url, "/api/translate", json={"q": "我爱你", "beam": 1}).json()
@@ -733,6 +734,9 @@ def test_the_page_draws_the_attention_map_of_the_chosen_translation(page, transl
     pieces = {text: translator.attention("我爱你", text).target for text in (first, second)}  # each map's rows
     assert pieces[first] != pieces[second]  # else the test could not tell the two maps apart
     assert targets == pieces[first]
+    layers = translator.config.model.num_decoder_layers
+    options = page.eval_on_selector_all("#layer option", "options => options.map(o => o.textContent)")
+    assert options == (["all, averaged"] if layers > 1 else []) + [str(n) for n in range(1, layers + 1)]
     page.click("ol.nbest li:nth-child(2)")  # another translation: its own map
     assert page.get_attribute("ol.nbest li:nth-child(2)", "class") == "chosen"
     assert labels("tbody th") == pieces[second]
@@ -759,6 +763,39 @@ def test_the_page_translates_a_file_into_a_download_link(page, offline):
     page.wait_for_selector("a#download")
     assert page.inner_text("a#download") == "notes_en.txt"
     assert httpx.get(page.get_attribute("a#download", "href")).content == f"{offline['我爱你']}\n".encode()
+
+
+def test_a_ctranslate2_server_maps_its_last_layer_in_the_api_and_the_page(checkpoint, translator, page, url, tmp_path):
+    """A CTranslate2 export keeps the attention of its last decoder layer only (heads averaged): the API gives that
+    layer, numbered, with a row for each piece of the translation, its EOS too; the page offers that layer alone."""
+    pytest.importorskip("ctranslate2")
+    from mt.exchange.ctranslate2 import export_ctranslate2
+
+    export_ctranslate2(checkpoint, tmp_path / "ct2")
+    ct2 = load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2", compute_type="float32")
+    last = translator.config.model.num_decoder_layers
+    with running(create_app(ct2, "ctranslate2", ServeConfig())) as ct2_url:
+        best = post(ct2_url, "/api/translate", json={"q": "我爱你", "attention": True}).json()["lines"][0]
+        best = best["translations"][0]
+        ours = translator.attention("我爱你", best["text"])  # (the model ends its output here: an EOS row)
+        assert best["attention"]["layer_numbers"] == [last] and best["attention"]["target"] == ours.target
+        assert equal_as_rounded(best["attention"]["layers"][0], ours.weights[-1].mean(dim=0).tolist())
+        try:
+            page.goto(ct2_url + "/")
+            page.wait_for_selector("#facts:has-text('the last layer')")
+            page.fill("#text", "我爱你")
+            page.click("#go")
+            page.wait_for_selector("#attention td")
+            assert page.eval_on_selector_all("#layer option", "options => options.map(o => o.textContent)") == [
+                str(last)]
+        finally:
+            page.goto(url + "/")
+
+
+def equal_as_rounded(ours: list[list[float]], theirs: list[list[float]]) -> bool:
+    """Equal as far as the API rounds (4 decimals)."""
+    return len(ours) == len(theirs) and all(len(a) == len(b) and all(abs(x - y) < 1e-3 for x, y in zip(a, b))
+                                            for a, b in zip(ours, theirs))
 
 
 @pytest.mark.parametrize("alone", [True, False])

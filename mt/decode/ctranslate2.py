@@ -87,12 +87,13 @@ class CTranslate2Engine:
         """The cross-attention of a target (ids: pieces then EOS) given its source (ids, EOS last), teacher forced:
         [1, 1, T, S], the last decoder layer's weights averaged over its heads (the export's alignment layer and
         heads, mt/exchange/ctranslate2.py). CTranslate2 gives them for a search: one whose target prefix is the
-        whole target, then one step, which the EOS row reads."""
+        whole target, then one step, which the EOS row reads. That step's row is kept whatever the step outputs: an
+        EOS, which a search returns only with return_end_token, or another piece at the length limit."""
         src, tgt = self.tokenizer.src, self.tokenizer.tgt
         [result] = self.translator.translate_batch(
             [[src.id_to_piece(t) for t in src_ids]], target_prefix=[[tgt.id_to_piece(t) for t in tgt_ids[:-1]]],
             beam_size=1, max_decoding_length=len(tgt_ids), max_input_length=self.max_positions,
-            return_attention=True)
+            return_attention=True, return_end_token=True)
         return torch.tensor(result.attention[0][:len(tgt_ids)])[None, None]
 
     def _search(self, src_ids: list[list[int]], limit: int, decode: DecodeConfig) -> list[list[Hypothesis]]:

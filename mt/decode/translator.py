@@ -40,6 +40,7 @@ class Attention:
     target: list[str]      # the translation's pieces, EOS last
     target_ids: list[int]
     weights: Tensor        # [layers, heads, T, S]
+    layer_numbers: list[int]  # each weights layer's number in the decoder (from 1): all, or CTranslate2's last
 
 
 @dataclass
@@ -96,8 +97,10 @@ class Translator:
         src_ids = src_ids or self.tokenizer.encode_src([source.strip()])[0]        # pieces … EOS
         tgt_ids = self.tokenizer.encode_tgt([translation])[0][1:]                  # pieces … EOS (BOS dropped)
         weights = self.engine.cross_attention(src_ids, tgt_ids)
+        last = self.config.model.num_decoder_layers  # an engine giving fewer layers gives the last ones
         return Attention([self.tokenizer.src.id_to_piece(i) for i in src_ids], src_ids,
-                         [self.tokenizer.tgt.id_to_piece(i) for i in tgt_ids], tgt_ids, weights)
+                         [self.tokenizer.tgt.id_to_piece(i) for i in tgt_ids], tgt_ids, weights,
+                         list(range(last - weights.size(0) + 1, last + 1)))
 
     def translate_lines(self, lines: list[str], decode: DecodeConfig | None = None) -> list[str]:
         """One output line per input line, in input order; an empty input line gives an empty output line."""

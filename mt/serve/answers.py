@@ -67,7 +67,8 @@ def _nbest_json(nbest: list[Translation], maps: list[Attention | None]) -> list[
 
 
 def _attention_json(attention: Attention) -> dict:
-    """Pieces and per-layer weights [layers][T][S] (heads averaged), rounded for the page."""
+    """Pieces and per-layer weights [layers][T][S] (heads averaged), rounded for the page, with each layer's number
+    in the decoder (a CTranslate2 export gives its last layer only)."""
     layers = attention.weights.mean(dim=1)
-    return {"source": attention.source, "target": attention.target,
+    return {"source": attention.source, "target": attention.target, "layer_numbers": attention.layer_numbers,
             "layers": [[[round(w, 4) for w in row] for row in layer] for layer in layers.tolist()]}

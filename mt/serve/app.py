@@ -195,7 +195,7 @@ class Api:
         """{"q": text, "attention", and the decode options of `mt translate` by their names there: "beam", "alpha",
         "nbest", "split", …} → each line's translation, its n-best (its sentences' rejoined) with scores, and its
         sentences, each with its own n-best and, with "attention": true, each translation's cross-attention (per
-        layer, heads averaged)."""
+        layer, heads averaged; a CTranslate2 export's last layer only)."""
         params = await self.params(request)
         self.admit(request, params)
         if not isinstance(params.get("q"), str) or not params["q"]:
@@ -211,8 +211,6 @@ class Api:
         if decode.beam_size > self.limits.max_beam:
             raise ApiError(400, f"beam {decode.beam_size}: this server allows at most {self.limits.max_beam}")
         attention = self.flag(params.get("attention", False), "attention")
-        if attention and self.engine != "mt":
-            raise ApiError(400, "attention maps need mt's own engine; this server runs a CTranslate2 export")
         lines = text.split("\n")
         done = await self.run(request, [Marked(line) for line in lines], decode, attention)
         return _json({"decode": dataclasses.asdict(decode), "lines": lines_json(lines, done)})
