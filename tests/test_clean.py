@@ -15,7 +15,7 @@ from conftest import tiny_yaml, write_lines
 from mt.clean.cleaning import Cleaning, bind, clean_corpus
 from mt.clean.contamination import make_guard
 from mt.config import (CopyFilter, CorpusConfig, DataConfig, DuplicateSourcesFilter, DuplicatesFilter, LengthFilter,
-                       NumbersFilter, RatioFilter, ScriptFilter, UrlsFilter, load_config)
+                       NumbersFilter, QuestionsFilter, RatioFilter, ScriptFilter, UrlsFilter, load_config)
 from mt.core.errors import MtError
 from mt.data.corpora import TrainingMixture
 
@@ -59,6 +59,18 @@ def test_ratio_is_measured_against_the_corpus_median():
     glued = ("我们明天去北京。", "We are going to Beijing tomorrow. My father is a doctor and he works in a hospital.")
     short = ("好。", "All right, go ahead.")  # the longer side under min_chars: kept, short pairs vary most
     assert kept(good + [glued, short], RatioFilter(max_factor=2.0, min_chars=25)) == good + [short]
+
+
+def test_questions_go_where_one_side_asks_unless_one_side_of_the_corpus_never_marks_them():
+    questions = [("你好吗？", "How are you?"), ("汤姆在哪儿?", "Where is Tom?"), ("你去吗؟", "¿Vienes?"),
+                 ("Τι κάνεις\u037e", "How are you?")]  # full-width, Arabic and Greek marks count
+    misaligned = [("你好吗？", "Tom is tall."), ("我累了。", "Where is Tom?")]
+    assert kept(GOOD + questions + misaligned, QuestionsFilter()) == GOOD + questions
+    # subtitles whose Chinese side has no punctuation: a question mark on the English side alone says nothing
+    unmarked = [(s.rstrip("？?؟\u037e"), t) for s, t in questions + misaligned]
+    assert kept(GOOD + unmarked, QuestionsFilter()) == GOOD + unmarked
+    asked = QuestionsFilter(min_agreement=0.0)  # 0: always acts
+    assert kept(GOOD + unmarked, asked) == GOOD + [pair for pair in unmarked if "?" not in pair[1]]
 
 
 def test_duplicates_keep_the_first_pair_and_duplicate_sources_keep_as_many_as_asked():

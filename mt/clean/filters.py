@@ -14,13 +14,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mt.config import (CopyFilter, DuplicateSourcesFilter, LengthFilter, NumbersFilter, RatioFilter, ScriptFilter,
-                       UrlsFilter)
+from mt.config import (CopyFilter, DuplicateSourcesFilter, LengthFilter, NumbersFilter, QuestionsFilter, RatioFilter,
+                       ScriptFilter, UrlsFilter)
 from mt.core.errors import MtError
 from mt.clean.normalise import normalised, share_in, stable_hash
 
 DIGITS = re.compile(r"\d+")
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# Latin and full-width, Arabic, Greek (U+037E, which NFKC would turn into a semicolon), and their combinations
+QUESTION_MARKS = frozenset("?？؟\u037e‽⁇⁈⁉")
 URL = re.compile(r"(?:https?://|www\.)[^\s<>\"'，。]+|[a-z0-9.+_-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+", re.IGNORECASE)
 
 
@@ -61,6 +63,10 @@ def _chars(text: str) -> int:
     return len(text.strip())
 
 
+def _question(text: str) -> bool:
+    return not QUESTION_MARKS.isdisjoint(text)
+
+
 def _numbers(text: str, min_digits: int) -> set[str]:
     """The numbers of min_digits or more digits, as digits alone: 1,000 and 1000 are one number."""
     found = (re.sub(r"[.,]", "", n) for n in NUMBER.findall(unicodedata.normalize("NFKC", text)))
@@ -96,6 +102,7 @@ def row_columns(src: list[str], tgt: list[str]) -> dict[str, list]:
     """What the corpus filters read of each pair: its sides' characters and the hashes of its source and pair."""
     spaced = [" ".join(s.split()) for s in src], [" ".join(t.split()) for t in tgt]
     return {"src_chars": [_chars(s) for s in src], "tgt_chars": [_chars(t) for t in tgt],
+            "src_question": [_question(s) for s in src], "tgt_question": [_question(t) for t in tgt],
             "src_key": [stable_hash(s) for s in spaced[0]],
             "pair_key": [stable_hash(f"{s}\t{t}") for s, t in zip(*spaced)]}
 
@@ -110,6 +117,15 @@ def ratio(columns: dict[str, np.ndarray], alive: np.ndarray, f: RatioFilter) -> 
     median = float(np.median(pair_ratio[measured]))
     short = np.maximum(src, tgt) < f.min_chars
     return short | ((pair_ratio >= median / f.max_factor) & (pair_ratio <= median * f.max_factor))
+
+
+def questions(columns: dict[str, np.ndarray], alive: np.ndarray, f: QuestionsFilter) -> np.ndarray:
+    """Both sides a question or neither, where the pairs kept so far mark questions alike on both sides."""
+    src, tgt = columns["src_question"].astype(bool), columns["tgt_question"].astype(bool)
+    shares = sorted((int(src[alive].sum()), int(tgt[alive].sum())))
+    if shares[1] == 0 or shares[0] < f.min_agreement * shares[1]:
+        return np.ones(len(src), dtype=bool)
+    return src == tgt
 
 
 def duplicates(columns: dict[str, np.ndarray], alive: np.ndarray, f) -> np.ndarray:
@@ -132,4 +148,5 @@ def _first(keys: np.ndarray, alive: np.ndarray, keep: int) -> np.ndarray:
     return kept
 
 
-CORPUS_FILTERS = {"ratio": ratio, "duplicates": duplicates, "duplicate_sources": duplicate_sources}
+CORPUS_FILTERS = {"ratio": ratio, "questions": questions, "duplicates": duplicates,
+                  "duplicate_sources": duplicate_sources}
