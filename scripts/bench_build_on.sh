@@ -14,6 +14,9 @@
 #                                                         # teacher and seed 1 (the same updates on the human
 #                                                         # pairs), then the students' decoding speed against
 #                                                         # seed 1's (bench_decode.py: mt, CTranslate2 int8)
+#   bash scripts/bench_build_on.sh distill-mixed [MONO]   # as distill, but the students train on the human pairs
+#                                                         # beside the teacher's, and on its translations of MONO
+#                                                         # (monolingual Chinese it never saw) when given
 #   bash scripts/bench_build_on.sh backtranslate [MONO]  # a reverse (en → zh) quick-start model turns MONO's
 #                                                         # English (3AM's train.en) into synthetic pairs, by
 #                                                         # sampling and by beam 4 (mt distill); each set, tagged
@@ -26,7 +29,7 @@
 # OUT (default runs/build-on), CONFIG (the recipe, configs/tatoeba-cpu.yaml), STEPS (its updates, 2400), MINUTES
 # (the Tatoeba-only baseline's, 20), DATA (the folder of tatoeba/ and ntrex128/, ../shared/data/zh-en), DEV (the
 # detokenised TVsub dev set's folder, data/tvsub) and SET (more --set KEY=VALUE overrides for every mt train,
-# space-separated) change the runs; DISTILL (more mt distill options, e.g. "--top-k 10", in distill and
+# space-separated) change the runs; DISTILL (more mt distill options, e.g. "--top-k 10", in the distill parts and
 # backtranslate), SENTENCES (1444) and REPEATS (3) the distill part's timing. A short check of a part:
 #   OUT=/tmp/build-on STEPS=100 SET="train.eval_every=50" bash scripts/bench_build_on.sh subword 0.1
 set -euo pipefail
@@ -67,6 +70,18 @@ recipe() {  # RUN [--set …]: the quick-start recipe (STEPS updates), unless RU
     --set train.max_steps="$STEPS" "${sets[@]}" "$@" $([ -f "$run/checkpoints/last.pt" ] && echo --resume)
 }
 
+teach() {  # SOURCES DIR: the ensemble of seeds 1, 2, 3 (trained first if need be) translates SOURCES into DIR
+  teachers=()
+  for seed in 1 2 3; do
+    recipe "$OUT/seed$seed" --set train.seed=$seed
+    teachers+=("$OUT/seed$seed/checkpoints/best.pt")
+  done
+  local start=$SECONDS
+  mt distill "${teachers[@]/#/--teacher=}" -s "$1" -o "$2" "${distill_options[@]}"
+  echo "== the teacher translated $(wc -l < "$1") sources in $((SECONDS - start)) s" \
+       "(less where an earlier run had translated them)"
+}
+
 case ${1:-} in
   finetune)
     dialogue=${2:?give the dialogue run directory (scripts/bench_dialogue.sh makes one)}
@@ -87,15 +102,7 @@ case ${1:-} in
     done
     score "ensemble of seeds 1, 2, 3" "$OUT"/seed{1,2,3}/checkpoints/best.pt ;;
   distill)
-    teachers=()
-    for seed in 1 2 3; do
-      recipe "$OUT/seed$seed" --set train.seed=$seed
-      teachers+=("$OUT/seed$seed/checkpoints/best.pt")
-    done
-    start=$SECONDS
-    mt distill "${teachers[@]/#/--teacher=}" -s "$DATA/tatoeba/train.zh" -o "$OUT/distilled" "${distill_options[@]}"
-    echo "== the teacher translated $(wc -l < "$DATA/tatoeba/train.zh") sources in $((SECONDS - start)) s" \
-         "(less where an earlier run had translated them)"
+    teach "$DATA/tatoeba/train.zh" "$OUT/distilled"
     for student in base tiny; do
       recipe "$OUT/student-$student" -c "configs/student-$student.yaml" --set data.train.path="$OUT/distilled/train"
     done
@@ -107,6 +114,26 @@ case ${1:-} in
     python scripts/bench_decode.py --real-only --src "$DATA/tatoeba/test.zh" --sentences "${SENTENCES:-1444}" \
       --repeats "${REPEATS:-3}" --checkpoint "${teachers[0]}" \
       --checkpoint "$OUT/student-base/checkpoints/best.pt" --checkpoint "$OUT/student-tiny/checkpoints/best.pt" ;;
+  distill-mixed)
+    mono=${2:-}
+    teach "$DATA/tatoeba/train.zh" "$OUT/distilled"
+    corpora="{path: $OUT/distilled/train}"
+    if [ -n "$mono" ]; then
+      teach "$mono" "$OUT/distilled-mono"
+      corpora+=", {path: $OUT/distilled-mono/train}"
+    fi
+    for student in base tiny; do
+      recipe "$OUT/student-$student-mixed" -c "configs/student-$student.yaml" \
+        --set "data.train.path=$DATA/tatoeba/train" --set "data.extra_train=[$corpora]"
+    done
+    for split in test dev; do
+      tatoeba "$split" "tatoeba $split" "teacher: ensemble of seeds 1, 2, 3" "${teachers[@]}"
+      tatoeba "$split" "tatoeba $split" "seed 1: the students' recipe on the human pairs" "${teachers[0]}"
+      for student in base tiny; do
+        tatoeba "$split" "tatoeba $split" "student-$student on the human and the teacher's pairs" \
+          "$OUT/student-$student-mixed/checkpoints/best.pt"
+      done
+    done ;;
   backtranslate)
     mono=${2:-$DATA/3am/train.en}
     recipe "$OUT/seed1" --set train.seed=1
@@ -132,5 +159,5 @@ case ${1:-} in
       --src "$DATA/tatoeba/dev.zh" --ref "$DATA/tatoeba/dev.en" --beam 5
     score "sampling_alpha $alpha" "$OUT/subword-$alpha/checkpoints/best.pt" ;;
   *)
-    sed -n 2,31p "$0"; exit 2 ;;
+    sed -n 2,34p "$0"; exit 2 ;;
 esac

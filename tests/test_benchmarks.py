@@ -115,12 +115,13 @@ def test_bench_build_on(config, build_on_data, tmp_path):
 
 
 def test_bench_build_on_distill(config, build_on_data, tmp_path):
-    """Three teachers, the distilled corpus, both student presets over the recipe, four scores and the speed table.
-    A student's corpus is the teacher's translation of every training source. (Teachers of 4 updates say nothing
+    """Three teachers, the distilled corpus, both student presets over the recipe, four scores and the speed table;
+    then the students on the human pairs beside the teacher's. A student's corpus is the teacher's translation of
+    every training source. (Teachers of 4 updates say nothing
     unless made to: --min-len, and no cleaning of what they say.)"""
-    out = run("bench_build_on.sh", "distill", tmp_path=tmp_path,
-              env={"OUT": str(tmp_path / "build-on"), "CONFIG": str(config), "STEPS": "4", "DATA": str(build_on_data),
-                   "SENTENCES": "3", "REPEATS": "1", "DISTILL": "--min-len 3", "SET": "data.filters=[]"})
+    env = {"OUT": str(tmp_path / "build-on"), "CONFIG": str(config), "STEPS": "4", "DATA": str(build_on_data),
+           "SENTENCES": "3", "REPEATS": "1", "DISTILL": "--min-len 3", "SET": "data.filters=[]"}
+    out = run("bench_build_on.sh", "distill", tmp_path=tmp_path, env=env)
     train = (build_on_data / "tatoeba" / "train.zh").read_text(encoding="utf-8").splitlines()
     distilled = tmp_path / "build-on" / "distilled"
     assert (distilled / "train.zh").read_text(encoding="utf-8").splitlines() == [line for line in train if line]
@@ -138,6 +139,24 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
                 assert lines_like(row, out)
             assert lines_like(rf"\| {engine} \| {mode} \| {NUMBER}× \| {NUMBER}× \|", out)
     assert "| engine | mode | student-base ÷ seed1 | student-tiny ÷ seed1 |" in out and "synthetic" not in out
+
+    # distill-mixed in the same OUT: the teachers and their translations of the training sources are reused, the
+    # monolingual sources translated; each student reads the human pairs, then both translations
+    mono, built = build_on_data / "tatoeba" / "dev.zh", tmp_path / "build-on"
+    kept = [*built.glob("seed*/checkpoints/*.pt"), *built.glob("distilled/*")]
+    made = {path: path.stat().st_mtime_ns for path in kept}
+    out = run("bench_build_on.sh", "distill-mixed", str(mono), tmp_path=tmp_path, env=env)
+    assert {path: path.stat().st_mtime_ns for path in made} == made
+    assert len((built / "distilled-mono" / "train.en").read_text(encoding="utf-8").splitlines()) \
+        == len(mono.read_text(encoding="utf-8").splitlines())
+    for student in ("base", "tiny"):
+        config_yaml = (built / f"student-{student}-mixed" / "config.yaml").read_text(encoding="utf-8")
+        assert all(f"{corpus}/train" in config_yaml for corpus in ("tatoeba", "distilled", "distilled-mono"))
+    for name in ("teacher: ensemble of seeds 1, 2, 3", "seed 1: the students' recipe on the human pairs",
+                 *(f"student-{s} on the human and the teacher's pairs" for s in ("base", "tiny"))):
+        for split in ("test", "dev"):
+            assert f"== {name}, tatoeba {split}, beam 5" in out
+    assert len(bleu_lines(out)) == 8
 
 
 def test_bench_build_on_backtranslate(config, build_on_data, corpus_dir, tmp_path):
