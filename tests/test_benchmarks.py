@@ -267,7 +267,7 @@ def test_bench_import(tmp_path):
 
 def test_bench_sampling(config, tmp_path):
     out = run("bench_sampling.py", "-c", str(config), "--epochs", "1", tmp_path=tmp_path)
-    assert lines_like(rf"once-only preparation: {NUMBER} s for 297 training pairs per epoch .*", out)
+    assert lines_like(rf"once-only preparation: {NUMBER} s for 296 training pairs per epoch .*", out)
     assert lines_like(rf"epoch 0, sampled segmentation \(alpha 0\.1\): {NUMBER} s, .*", out)
 
 
