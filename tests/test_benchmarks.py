@@ -117,8 +117,8 @@ def test_bench_build_on(config, build_on_data, tmp_path):
 def test_bench_build_on_distill(config, build_on_data, tmp_path):
     """Three teachers, the distilled corpus, both student presets over the recipe, four scores and the speed table;
     then the students on the human pairs beside the teacher's. A student's corpus is the teacher's translation of
-    every training source. (Teachers of 4 updates say nothing
-    unless made to: --min-len, and no cleaning of what they say.)"""
+    every training source. (Teachers of 4 updates say nothing unless made to: --min-len, and no cleaning of what they
+    say.)"""
     env = {"OUT": str(tmp_path / "build-on"), "CONFIG": str(config), "STEPS": "4", "DATA": str(build_on_data),
            "SENTENCES": "3", "REPEATS": "1", "DISTILL": "--min-len 3", "SET": "data.filters=[]"}
     out = run("bench_build_on.sh", "distill", tmp_path=tmp_path, env=env)

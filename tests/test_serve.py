@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("starlette")
 import httpx  # noqa: E402
@@ -735,8 +736,7 @@ def test_the_page_draws_the_attention_map_of_the_chosen_translation(page, transl
     assert pieces[first] != pieces[second]  # else the test could not tell the two maps apart
     assert targets == pieces[first]
     layers = translator.config.model.num_decoder_layers
-    options = page.eval_on_selector_all("#layer option", "options => options.map(o => o.textContent)")
-    assert options == (["all, averaged"] if layers > 1 else []) + [str(n) for n in range(1, layers + 1)]
+    assert layer_options(page) == (["all, averaged"] if layers > 1 else []) + [str(n) for n in range(1, layers + 1)]
     page.click("ol.nbest li:nth-child(2)")  # another translation: its own map
     assert page.get_attribute("ol.nbest li:nth-child(2)", "class") == "chosen"
     assert labels("tbody th") == pieces[second]
@@ -779,23 +779,23 @@ def test_a_ctranslate2_server_maps_its_last_layer_in_the_api_and_the_page(checkp
         best = best["translations"][0]
         ours = translator.attention("我爱你", best["text"])  # (the model ends its output here: an EOS row)
         assert best["attention"]["layer_numbers"] == [last] and best["attention"]["target"] == ours.target
-        assert equal_as_rounded(best["attention"]["layers"][0], ours.weights[-1].mean(dim=0).tolist())
+        # equal as far as the API rounds (4 decimals)
+        torch.testing.assert_close(torch.tensor(best["attention"]["layers"][0]), ours.weights[-1].mean(dim=0),
+                                   atol=1e-3, rtol=0)
         try:
             page.goto(ct2_url + "/")
             page.wait_for_selector("#facts:has-text('the last layer')")
             page.fill("#text", "我爱你")
             page.click("#go")
             page.wait_for_selector("#attention td")
-            assert page.eval_on_selector_all("#layer option", "options => options.map(o => o.textContent)") == [
-                str(last)]
+            assert layer_options(page) == [str(last)]
         finally:
             page.goto(url + "/")
 
 
-def equal_as_rounded(ours: list[list[float]], theirs: list[list[float]]) -> bool:
-    """Equal as far as the API rounds (4 decimals)."""
-    return len(ours) == len(theirs) and all(len(a) == len(b) and all(abs(x - y) < 1e-3 for x, y in zip(a, b))
-                                            for a, b in zip(ours, theirs))
+def layer_options(page) -> list[str]:
+    """The layers the page's map offers, as listed."""
+    return page.eval_on_selector_all("#layer option", "options => options.map(o => o.textContent)")
 
 
 @pytest.mark.parametrize("alone", [True, False])
