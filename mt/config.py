@@ -277,14 +277,32 @@ class CrossEntropyFilter(Filter):
                  "give either a positive threshold or a keep_fraction in (0, 1]")]
 
 
+@dataclass
+class LexicalFilter(Filter):
+    """lexical: a pair whose words translate each other no better than those of random pairings of the corpus's
+    sentences do (a misaligned pair, most often), by word-translation tables learned from the corpus itself (IBM
+    Model 1, both ways; mt/clean/lexical.py), each pair scored by tables learned from the other half of the corpus.
+    A corpus of which fewer than 10,000 pairs reach it is left alone: half of them teach too few words."""
+
+    filter: Literal["lexical"] = key("lexical", "The filter.")
+    quantile: Float = key(0.9, "A pair stays when it scores above this share of random pairings: about the share "
+                          "of misaligned pairs it removes.")
+    max_pairs: Int = key(100_000, "The most pairs each half's tables learn from (and at most 20 million word links), "
+                         "and random pairings scored; drawn at random.")
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        return [(0 < self.quantile < 1, "quantile", "must be in (0, 1)"),
+                (self.max_pairs >= 1000, "max_pairs", "must be at least 1000")]
+
+
 CorpusFilter = Annotated[Union[LengthFilter, RatioFilter, CopyFilter, ScriptFilter, NumbersFilter, UrlsFilter,
                                QuestionsFilter, DuplicatesFilter, DuplicateSourcesFilter, LangidFilter,
-                               CrossEntropyFilter],
+                               CrossEntropyFilter, LexicalFilter],
                          Field(discriminator="filter")]
 FILTER_UNION = typing.get_args(CorpusFilter)[0]
 FILTERS = typing.get_args(FILTER_UNION)  # the filter sections, in the order above
 DEFAULT_FILTERS = [LengthFilter(), CopyFilter(), ScriptFilter(), NumbersFilter(), UrlsFilter(), QuestionsFilter(),
-                   RatioFilter(), DuplicatesFilter()]
+                   RatioFilter(), DuplicatesFilter(), LexicalFilter()]
 
 
 @dataclass

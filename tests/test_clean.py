@@ -11,11 +11,12 @@ import datasets
 import numpy as np
 import pytest
 
-from conftest import tiny_yaml, write_lines
+from conftest import TATOEBA, require_shared, tiny_yaml, write_lines
 from mt.clean.cleaning import Cleaning, bind, clean_corpus
 from mt.clean.contamination import make_guard
 from mt.config import (CopyFilter, CorpusConfig, DataConfig, DuplicateSourcesFilter, DuplicatesFilter, LengthFilter,
-                       NumbersFilter, QuestionsFilter, RatioFilter, ScriptFilter, UrlsFilter, load_config)
+                       LexicalFilter, NumbersFilter, QuestionsFilter, RatioFilter, ScriptFilter, UrlsFilter,
+                       load_config)
 from mt.core.errors import MtError
 from mt.data.corpora import TrainingMixture
 
@@ -71,6 +72,24 @@ def test_questions_go_where_one_side_asks_unless_one_side_of_the_corpus_never_ma
     assert kept(GOOD + unmarked, QuestionsFilter()) == GOOD + unmarked
     asked = QuestionsFilter(min_agreement=0.0)  # 0: always acts
     assert kept(GOOD + unmarked, asked) == GOOD + [pair for pair in unmarked if "?" not in pair[1]]
+
+
+def test_lexical_removes_most_misaligned_pairs_and_few_translations():
+    """12,000 Tatoeba pairs, every tenth target moved to the next tenth pair: a sentence beside another's
+    translation, as a crawled corpus misaligns them."""
+    require_shared()
+    zh, en = ((TATOEBA / f"train.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("zh", "en"))
+    rows = np.random.default_rng(0).choice(len(zh), 12_000, replace=False)
+    targets = [en[i] for i in rows]
+    moved = range(0, len(rows), 10)
+    for a, b in zip(moved, [*moved[1:], moved[0]]):
+        targets[b] = en[rows[a]]
+    pairs = list(zip((zh[i] for i in rows), targets))
+    kept_pairs = set(kept(pairs, LexicalFilter()))
+    misaligned_kept = sum(pairs[i] in kept_pairs for i in moved) / len(moved)
+    translations_removed = sum(pair not in kept_pairs for i, pair in enumerate(pairs) if i % 10) / (len(pairs) * 0.9)
+    assert misaligned_kept < 0.2 and translations_removed < 0.04, (misaligned_kept, translations_removed)
+    assert kept(pairs[:9999], LexicalFilter()) == pairs[:9999]  # too few pairs to learn from: left alone
 
 
 def test_duplicates_keep_the_first_pair_and_duplicate_sources_keep_as_many_as_asked():

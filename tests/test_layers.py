@@ -17,7 +17,7 @@ MODULES = {  # bottom up inside each package
     "model": [{"dropout"}, {"transformer"}],
     "exchange": [{"checkpoint"}, {"export"}, {"marian"}, {"ctranslate2", "huggingface", "import_huggingface"}],
     "decode": [{"cache", "packing"}, {"search"}, {"ctranslate2", "score"}, {"translator"}, {"evaluate", "distill"}],
-    "clean": [{"normalise"}, {"filters", "contamination"}, {"cleaning"}, {"report"}],
+    "clean": [{"normalise", "lexical"}, {"filters", "contamination"}, {"cleaning"}, {"report"}],
     "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"documents", "texts"}],
     "train": [{"prepare", "loss", "training_log"}, {"trainer", "progress", "updates"}, {"validation"}, {"loop"}],
     "serve": [{"errors", "languages", "batcher"}, {"answers", "downloads", "translation_cache"}, {"app"}, {"server"}],

@@ -23,7 +23,8 @@ import numpy as np
 from mt.clean.contamination import Guard, chinese_sides, guard_keys, make_guard
 from mt.clean.filters import CORPUS_FILTERS, ROW_FILTERS, Langid, row_columns
 from mt.clean.normalise import writing_system
-from mt.config import CorpusConfig, CrossEntropyFilter, DataConfig, ScriptFilter
+from mt.clean.lexical import lexical_keep
+from mt.config import CorpusConfig, CrossEntropyFilter, DataConfig, LexicalFilter, ScriptFilter
 from mt.core.atomic import atomic_write_bytes
 from mt.core.errors import MtError, first_line
 from mt.data.corpora import take_rows, texts_at
@@ -138,6 +139,8 @@ def _reasons(name: str, corpus: datasets.Dataset, filters: list, data: DataConfi
             keep = columns[f"keep{step}"]
         elif isinstance(f, CrossEntropyFilter):
             keep = cross_entropy(corpus, alive, f)
+        elif isinstance(f, LexicalFilter):
+            keep = lexical(corpus, alive, f)
         else:
             keep = CORPUS_FILTERS[f.filter](columns, alive, f)
         reasons[alive & ~keep] = step
@@ -168,6 +171,13 @@ def _columns(corpus: datasets.Dataset, filters: list, data: DataConfig) -> dict[
 @cache
 def _langid(src_lang: str, tgt_lang: str) -> Langid:  # one per process: its model is large to send
     return Langid(src_lang, tgt_lang)
+
+
+def lexical(corpus: datasets.Dataset, alive: np.ndarray, f: LexicalFilter) -> np.ndarray:
+    rows = np.flatnonzero(alive)
+    keep = np.ones(len(corpus), dtype=bool)
+    keep[rows] = lexical_keep(*texts_at(corpus, rows), f)
+    return keep
 
 
 def cross_entropy(corpus: datasets.Dataset, alive: np.ndarray, f: CrossEntropyFilter) -> np.ndarray:
