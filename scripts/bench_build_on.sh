@@ -29,8 +29,10 @@
 # OUT (default runs/build-on), CONFIG (the recipe, configs/tatoeba-cpu.yaml), STEPS (its updates, 2400), MINUTES
 # (the Tatoeba-only baseline's, 20), DATA (the folder of tatoeba/ and ntrex128/, ../shared/data/zh-en), DEV (the
 # detokenised TVsub dev set's folder, data/tvsub) and SET (more --set KEY=VALUE overrides for every mt train,
-# space-separated) change the runs; DISTILL (more mt distill options, e.g. "--top-k 10", in the distill parts and
-# backtranslate), SENTENCES (1444) and REPEATS (3) the distill part's timing. A short check of a part:
+# space-separated) change the runs; TEACHER (checkpoints, space-separated, from the project root) teaches in the
+# distill parts instead of the ensemble, e.g. the model of scripts/bench_hour.sh (give it an OUT of its own: a
+# distilled folder keeps one teacher); DISTILL (more mt distill options, e.g. "--top-k 10", in the distill parts and backtranslate),
+# SENTENCES (1444) and REPEATS (3) the distill part's timing. A short check of a part:
 #   OUT=/tmp/build-on STEPS=100 SET="train.eval_every=50" bash scripts/bench_build_on.sh subword 0.1
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,12 +72,23 @@ recipe() {  # RUN [--set …]: the quick-start recipe (STEPS updates), unless RU
     --set train.max_steps="$STEPS" "${sets[@]}" "$@" $([ -f "$run/checkpoints/last.pt" ] && echo --resume)
 }
 
-teach() {  # SOURCES DIR: the ensemble of seeds 1, 2, 3 (trained first if need be) translates SOURCES into DIR
+baseline() {  # seed 1 of the recipe on the human pairs (trained first if need be): what students must beat
+  recipe "$OUT/seed1" --set train.seed=1
+  seed1=$OUT/seed1/checkpoints/best.pt
+}
+
+teach() {  # SOURCES DIR: the teacher (TEACHER, or the ensemble of seeds 1, 2, 3) translates SOURCES into DIR
   teachers=()
-  for seed in 1 2 3; do
-    recipe "$OUT/seed$seed" --set train.seed=$seed
-    teachers+=("$OUT/seed$seed/checkpoints/best.pt")
-  done
+  if [ -n "${TEACHER:-}" ]; then
+    read -ra teachers <<< "$TEACHER"
+    teacher="teacher: $TEACHER"
+  else
+    for seed in 1 2 3; do
+      recipe "$OUT/seed$seed" --set train.seed=$seed
+      teachers+=("$OUT/seed$seed/checkpoints/best.pt")
+    done
+    teacher="teacher: ensemble of seeds 1, 2, 3"
+  fi
   local start=$SECONDS
   mt distill "${teachers[@]/#/--teacher=}" -s "$1" -o "$2" "${distill_options[@]}"
   echo "== the teacher translated $(wc -l < "$1") sources in $((SECONDS - start)) s" \
@@ -103,20 +116,22 @@ case ${1:-} in
     score "ensemble of seeds 1, 2, 3" "$OUT"/seed{1,2,3}/checkpoints/best.pt ;;
   distill)
     teach "$DATA/tatoeba/train.zh" "$OUT/distilled"
+    baseline
     for student in base tiny; do
       recipe "$OUT/student-$student" -c "configs/student-$student.yaml" --set data.train.path="$OUT/distilled/train"
     done
-    tatoeba test tatoeba "teacher: ensemble of seeds 1, 2, 3" "${teachers[@]}"
-    tatoeba test tatoeba "seed 1: the students' recipe on the human pairs" "${teachers[0]}"
+    tatoeba test tatoeba "$teacher" "${teachers[@]}"
+    tatoeba test tatoeba "seed 1: the students' recipe on the human pairs" "$seed1"
     tatoeba test tatoeba "student-base" "$OUT/student-base/checkpoints/best.pt"
     tatoeba test tatoeba "student-tiny" "$OUT/student-tiny/checkpoints/best.pt"
     echo "== decoding speed on Tatoeba test, seed 1's shape against the students'"
     python scripts/bench_decode.py --real-only --src "$DATA/tatoeba/test.zh" --sentences "${SENTENCES:-1444}" \
-      --repeats "${REPEATS:-3}" --checkpoint "${teachers[0]}" \
+      --repeats "${REPEATS:-3}" --checkpoint "$seed1" \
       --checkpoint "$OUT/student-base/checkpoints/best.pt" --checkpoint "$OUT/student-tiny/checkpoints/best.pt" ;;
   distill-mixed)
     mono=${2:-}
     teach "$DATA/tatoeba/train.zh" "$OUT/distilled"
+    baseline
     corpora="{path: $OUT/distilled/train}"
     if [ -n "$mono" ]; then
       teach "$mono" "$OUT/distilled-mono"
@@ -127,8 +142,8 @@ case ${1:-} in
         --set "data.train.path=$DATA/tatoeba/train" --set "data.extra_train=[$corpora]"
     done
     for split in test dev; do
-      tatoeba "$split" "tatoeba $split" "teacher: ensemble of seeds 1, 2, 3" "${teachers[@]}"
-      tatoeba "$split" "tatoeba $split" "seed 1: the students' recipe on the human pairs" "${teachers[0]}"
+      tatoeba "$split" "tatoeba $split" "$teacher" "${teachers[@]}"
+      tatoeba "$split" "tatoeba $split" "seed 1: the students' recipe on the human pairs" "$seed1"
       for student in base tiny; do
         tatoeba "$split" "tatoeba $split" "student-$student on the human and the teacher's pairs" \
           "$OUT/student-$student-mixed/checkpoints/best.pt"
@@ -136,7 +151,7 @@ case ${1:-} in
     done ;;
   backtranslate)
     mono=${2:-$DATA/3am/train.en}
-    recipe "$OUT/seed1" --set train.seed=1
+    baseline
     recipe "$OUT/en-zh" --set data.src_lang=en --set data.tgt_lang=zh
     for mode in sampling beam; do
       options=(--beam 4); [ "$mode" = sampling ] && options=(--sample --seed 1)
@@ -159,5 +174,5 @@ case ${1:-} in
       --src "$DATA/tatoeba/dev.zh" --ref "$DATA/tatoeba/dev.en" --beam 5
     score "sampling_alpha $alpha" "$OUT/subword-$alpha/checkpoints/best.pt" ;;
   *)
-    sed -n 2,34p "$0"; exit 2 ;;
+    sed -n 2,36p "$0"; exit 2 ;;
 esac

@@ -89,6 +89,29 @@ def test_bench_dialogue(config, corpus_dir, tmp_path):
     assert len(bleu_lines(out)) == 2
 
 
+def test_bench_hour(config, corpus_dir, tmp_path):
+    """Both stages on the tiny recipe (SET's max_steps stops the first before its minutes), the dialogue stage given
+    what TOTAL leaves after preparing; then the choice on dev and the test scores of the fine-tuned model and of the
+    dialogue stage alone."""
+    out = run("bench_hour.sh", str(tmp_path / "hour"), tmp_path=tmp_path,
+              env={"TOTAL": "3", "FINETUNE": "0.001", "CONFIG": str(config), "TUNE_CONFIG": str(config),
+                   "DATA": str(corpus_dir), "SET": "train.max_steps=10"})
+    assert lines_like(rf"prepared in {NUMBER} minutes; the dialogue stage gets {NUMBER} minutes", out)
+    assert lines_like(rf"trained in {NUMBER} minutes of wall-clock, preparation included", out)
+    assert lines_like(rf"dev BLEU, best\.pt, beam 5: {NUMBER}", out)
+    assert lines_like(r"chosen on dev: (best|average)\.pt", out) and len(bleu_lines(out)) == 2
+    assert (tmp_path / "hour" / "tatoeba" / "checkpoints" / "best.pt").exists()
+
+
+def test_bench_hour_refuses_a_total_with_no_time_for_the_first_stage(config, corpus_dir, tmp_path):
+    done = subprocess.run(["bash", str(SCRIPTS / "bench_hour.sh"), str(tmp_path / "hour")], cwd=ROOT, text=True,
+                          capture_output=True, timeout=300,
+                          env={**os.environ, **THREADS, "TOTAL": "1", "FINETUNE": "0.5", "CONFIG": str(config),
+                               "DATA": str(corpus_dir)})
+    assert done.returncode == 2 and "leaves no time for the dialogue stage" in done.stdout
+    assert not (tmp_path / "hour").exists()  # refused before preparing anything
+
+
 @pytest.fixture
 def build_on_data(corpus_dir, tmp_path) -> Path:
     """DATA for bench_build_on.sh: the tiny corpus as tatoeba/, its last 10 test pairs as ntrex128/."""
@@ -157,6 +180,14 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
         for split in ("test", "dev"):
             assert f"== {name}, tatoeba {split}, beam 5" in out
     assert len(bleu_lines(out)) == 8
+
+    # TEACHER in an OUT of its own: seed 2 alone teaches, and seed 1, the baseline, is trained there
+    teacher = built / "seed2" / "checkpoints" / "best.pt"
+    out = run("bench_build_on.sh", "distill-mixed", tmp_path=tmp_path,
+              env={**env, "OUT": str(tmp_path / "taught"), "TEACHER": str(teacher)})
+    assert str(teacher.resolve()) in (tmp_path / "taught" / "distilled" / "distill.json").read_text(encoding="utf-8")
+    assert not (tmp_path / "taught" / "seed2").exists() and (tmp_path / "taught" / "seed1" / "checkpoints").is_dir()
+    assert f"== teacher: {teacher}, tatoeba test, beam 5" in out and len(bleu_lines(out)) == 8
 
 
 def test_bench_build_on_backtranslate(config, build_on_data, corpus_dir, tmp_path):
