@@ -21,6 +21,7 @@ CONFIG=${CONFIG:-configs/dialogue-cpu.yaml}
 TUNE_CONFIG=${TUNE_CONFIG:-configs/tatoeba-cpu.yaml}
 DATA=${DATA:-../shared/data/zh-en/tatoeba}
 source scripts/sets.sh
+source scripts/choose.sh
 start=$(date +%s)
 minutes_since_start() { python -c "print(round(($(date +%s) - $start) / 60, 2))"; }
 first_stage() {  # PREPARED: the minutes TOTAL leaves the dialogue stage after PREPARED minutes, or why none
@@ -43,23 +44,9 @@ mt train -c "$TUNE_CONFIG" -c configs/finetune-cpu.yaml --init-from "$RUN/dialog
   --set train.max_minutes="$FINETUNE" --set train.lr_scale=0.25 "${sets[@]}"
 echo "trained in $(minutes_since_start) minutes of wall-clock, preparation included"
 mt info "$RUN/tatoeba/checkpoints/best.pt" | sed -n 2,5p
-
-steps=$(find "$RUN/tatoeba/checkpoints" -name 'step-*.pt' | wc -l)
-candidates=best
-if (( steps >= 2 )); then
-  mt average "$RUN/tatoeba" --last $(( steps < 3 ? steps : 3 ))
-  candidates="best average"
-fi
-best_bleu=-1
-for checkpoint in $candidates; do
-  bleu=$(mt evaluate --checkpoint "$RUN/tatoeba/checkpoints/$checkpoint.pt" --src "$DATA/dev.zh" \
-         --ref "$DATA/dev.en" --beam 5 | awk '/^BLEU/ {print $2}')
-  [ -n "$bleu" ] || { echo "mt evaluate gave no BLEU for $checkpoint.pt"; exit 1; }
-  echo "dev BLEU, $checkpoint.pt, beam 5: $bleu"
-  if python -c "import sys; sys.exit(not $bleu > $best_bleu)"; then best_bleu=$bleu; chosen=$checkpoint; fi
-done
-echo "chosen on dev: $chosen.pt"
+choose "$RUN/tatoeba" "$DATA" 0.6
 echo "== Tatoeba test, beam 5"
-mt evaluate --checkpoint "$RUN/tatoeba/checkpoints/$chosen.pt" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 5
+mt evaluate --checkpoint "$RUN/tatoeba/checkpoints/$chosen.pt" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 5 \
+  --alpha "$chosen_alpha"
 echo "== the dialogue stage alone ($RUN/dialogue/checkpoints/best.pt), Tatoeba test, beam 5"
 mt evaluate --checkpoint "$RUN/dialogue/checkpoints/best.pt" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 5

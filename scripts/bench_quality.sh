@@ -19,30 +19,12 @@ CONFIG=${CONFIG:-configs/tatoeba-cpu.yaml}
 DATA=${DATA:-../shared/data/zh-en/tatoeba}
 ALPHAS=${ALPHAS:-0.6 1.0}
 source scripts/sets.sh
+source scripts/choose.sh
 # Stopped by the clock, the run has no last update to decay to: it takes the paper's decay.
 mt train -c "$CONFIG" --run-dir "$RUN" --set train.max_minutes="$MINUTES" --set train.max_steps=1000000 \
   --set train.decay=inverse_sqrt --set train.keep_last=3 "${sets[@]}"
 mt info "$RUN/checkpoints/best.pt" | sed -n 2,5p
-# The average of the last 3 step checkpoints, or of the 2 that a slow CPU's 20 minutes gave; with one, best alone.
-steps=$(find "$RUN/checkpoints" -name 'step-*.pt' | wc -l)
-candidates=best
-if (( steps >= 2 )); then
-  mt average "$RUN" --last $(( steps < 3 ? steps : 3 ))
-  candidates="best average"
-fi
-
-best_bleu=-1
-for checkpoint in $candidates; do
-  for alpha in $ALPHAS; do
-    bleu=$(mt evaluate --checkpoint "$RUN/checkpoints/$checkpoint.pt" --src "$DATA/dev.zh" --ref "$DATA/dev.en" \
-           --beam 5 --alpha $alpha | awk '/^BLEU/ {print $2}')
-    echo "dev BLEU, $checkpoint.pt, beam 5, alpha $alpha: $bleu"
-    if python -c "import sys; sys.exit(not $bleu > $best_bleu)"; then
-      best_bleu=$bleu; chosen=$checkpoint; chosen_alpha=$alpha
-    fi
-  done
-done
-echo "chosen on dev: $chosen.pt, alpha $chosen_alpha"
+choose "$RUN" "$DATA" $ALPHAS
 CKPT="$RUN/checkpoints/$chosen.pt"
 echo "== Tatoeba test, beam 5, alpha $chosen_alpha"
 mt evaluate --checkpoint "$CKPT" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 5 --alpha "$chosen_alpha"

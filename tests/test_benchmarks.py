@@ -98,8 +98,8 @@ def test_bench_hour(config, corpus_dir, tmp_path):
                    "DATA": str(corpus_dir), "SET": "train.max_steps=10"})
     assert lines_like(rf"prepared in {NUMBER} minutes; the dialogue stage gets {NUMBER} minutes", out)
     assert lines_like(rf"trained in {NUMBER} minutes of wall-clock, preparation included", out)
-    assert lines_like(rf"dev BLEU, best\.pt, beam 5: {NUMBER}", out)
-    assert lines_like(r"chosen on dev: (best|average)\.pt", out) and len(bleu_lines(out)) == 2
+    assert lines_like(rf"dev BLEU, best\.pt, beam 5, alpha 0\.6: {NUMBER}", out)
+    assert lines_like(r"chosen on dev: (best|average)\.pt, alpha 0\.6", out) and len(bleu_lines(out)) == 2
     assert (tmp_path / "hour" / "tatoeba" / "checkpoints" / "best.pt").exists()
 
 
