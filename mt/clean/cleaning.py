@@ -24,7 +24,7 @@ from mt.clean.contamination import Guard, chinese_sides, guard_keys, make_guard
 from mt.clean.filters import CORPUS_FILTERS, ROW_FILTERS, Langid, row_columns
 from mt.clean.normalise import writing_system
 from mt.clean.lexical import lexical_keep
-from mt.config import CorpusConfig, CrossEntropyFilter, DataConfig, LexicalFilter, ScriptFilter
+from mt.config import CorpusConfig, CrossEntropyFilter, DataConfig, ScriptFilter
 from mt.core.atomic import atomic_write_bytes
 from mt.core.errors import MtError, first_line
 from mt.data.corpora import take_rows, texts_at
@@ -137,10 +137,10 @@ def _reasons(name: str, corpus: datasets.Dataset, filters: list, data: DataConfi
         alive = reasons == KEPT
         if f"keep{step}" in columns:  # a row filter's verdicts, computed with the columns
             keep = columns[f"keep{step}"]
-        elif isinstance(f, CrossEntropyFilter):
-            keep = cross_entropy(corpus, alive, f)
-        elif isinstance(f, LexicalFilter):
-            keep = lexical(corpus, alive, f)
+        elif f.filter in TEXT_FILTERS:
+            rows = np.flatnonzero(alive)
+            keep = np.ones(len(corpus), dtype=bool)
+            keep[rows] = TEXT_FILTERS[f.filter](*texts_at(corpus, rows), f)
         else:
             keep = CORPUS_FILTERS[f.filter](columns, alive, f)
         reasons[alive & ~keep] = step
@@ -173,33 +173,24 @@ def _langid(src_lang: str, tgt_lang: str) -> Langid:  # one per process: its mod
     return Langid(src_lang, tgt_lang)
 
 
-def lexical(corpus: datasets.Dataset, alive: np.ndarray, f: LexicalFilter) -> np.ndarray:
-    rows = np.flatnonzero(alive)
-    keep = np.ones(len(corpus), dtype=bool)
-    keep[rows] = lexical_keep(*texts_at(corpus, rows), f)
-    return keep
-
-
-def cross_entropy(corpus: datasets.Dataset, alive: np.ndarray, f: CrossEntropyFilter) -> np.ndarray:
+def cross_entropy(src: list[str], tgt: list[str], f: CrossEntropyFilter) -> np.ndarray:
     """Dual conditional cross-entropy of the pairs kept so far (Junczys-Dowmunt, 2018): the best kept."""
     from mt.decode.translator import load_translator
 
-    rows = np.flatnonzero(alive)
-    src, tgt = texts_at(corpus, rows)
     forward = -np.array([s.mean for s in load_translator(Path(f.forward)).score(src, tgt)])  # H(y|x), nats/token
     score = forward
     if f.reverse:
         reverse = -np.array([s.mean for s in load_translator(Path(f.reverse)).score(tgt, src)])
         score = np.abs(forward - reverse) + (forward + reverse) / 2
     if f.threshold > 0:
-        good = score <= f.threshold
-    else:
-        good = np.zeros(len(rows), dtype=bool)
-        good[np.argsort(score, kind="stable")[:round(f.keep_fraction * len(rows))]] = True
-    keep = np.ones(len(corpus), dtype=bool)
-    keep[rows] = good
-    return keep
+        return score <= f.threshold
+    good = np.zeros(len(src), dtype=bool)
+    good[np.argsort(score, kind="stable")[:round(f.keep_fraction * len(src))]] = True
+    return good
 
+
+# The filters that read the texts of the pairs still kept: (sources, targets, options) -> keep mask over them
+TEXT_FILTERS = {"cross_entropy": cross_entropy, "lexical": lexical_keep}
 
 
 class Cleaning:
