@@ -34,6 +34,8 @@ def test_chinese_sentences(text, expected):
     ("Mr. Smith paid $3.14 for it. He left!", ["Mr. Smith paid $3.14 for it.", "He left!"]),
     ("J. R. R. Tolkien wrote it... Then he left.", ["J. R. R. Tolkien wrote it...", "Then he left."]),
     ("It was 5 p.m. when we arrived. The U.S. is big.", ["It was 5 p.m. when we arrived.", "The U.S. is big."]),
+    ("Come to see me. Feel free. I miss. Tom is ok.", ["Come to see me.", "Feel free.", "I miss.", "Tom is ok."]),
+    ("Ask Miss. Smith about No. 5, I said no.", ["Ask Miss. Smith about No. 5, I said no."]),  # not a stop here
 ])
 def test_english_sentences(text, expected):
     assert sentences(text, "en", "zh") == expected

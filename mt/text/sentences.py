@@ -22,6 +22,9 @@ CLAUSE_ENDS = "，、；：,;:"  # where a sentence too long for the model is sp
 # Full-width stops end a sentence whatever follows (sentencex wants a capital letter after them, as after "."),
 # with the closing quotes and brackets after them. Not "…": in Chinese it often pauses inside a sentence.
 FULL_STOP = re.compile(r"[。！？；]+[”’」』）》〉】\"')\]]*")
+# Ordinary English words that sentencex's English list also holds as abbreviations (Me. for Maine, Miss, Ill.,
+# No., …): written in lower case and followed by a capital, their full stop ends a sentence ("Call me. Tom left.").
+WORD_STOP = re.compile(r"(?<![\w.])(?:art|ill|man|mass|may|me|miss|no|ok|pa|wash)\.[”’\"')\]]*(?=\s+[\"“‘(]?[A-Z])")
 
 Fits = Callable[[str], bool]  # whether the model reads a sentence whole (within its position table)
 
@@ -73,7 +76,8 @@ def sentence_spans(line: str, lang: str) -> list[tuple[int, int]]:
         if lang != "en" and b.get("boundary_symbol") == "." and end < len(line) and not _english_end(line[start:],
                                                                                                     end - start):
             continue
-        ends += [m.end() for m in FULL_STOP.finditer(line, start, end) if m.end() < end]
+        stops = [FULL_STOP, WORD_STOP] if lang == "en" else [FULL_STOP]
+        ends += sorted(m.end() for stop in stops for m in stop.finditer(line, start, end) if m.end() < end)
         ends.append(end)
         start = end
     if not ends or ends[-1] != len(line):
@@ -87,7 +91,8 @@ def sentence_spans(line: str, lang: str) -> list[tuple[int, int]]:
 
 def _english_end(text: str, end: int) -> bool:
     """Whether English rules end a sentence of `text` at `end` (trailing whitespace aside)."""
-    return len(text[:end].rstrip()) in {len(text[:b["end_index"]].rstrip()) for b in get_sentence_boundaries("en", text)}
+    ends = {len(text[:b["end_index"]].rstrip()) for b in get_sentence_boundaries("en", text)}
+    return len(text[:end].rstrip()) in ends
 
 
 def _stripped(line: str, start: int, end: int) -> list[tuple[int, int]]:
