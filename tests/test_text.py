@@ -23,6 +23,7 @@ def sentences(text: str, src: str = "zh", tgt: str = "en") -> list[str]:
     ("真的吗？！太好了。", ["真的吗？！", "太好了。"]),
     ("价格是3.14元。他走了……我们走吧。", ["价格是3.14元。", "他走了……我们走吧。"]),  # decimals; … pauses
     ("Mr. Smith来了。我爱你。I love you. 你呢？", ["Mr. Smith来了。", "我爱你。", "I love you.", "你呢？"]),
+    ("Ms. Smith来了。", ["Ms. Smith来了。"]),
     ("我在看书。ls -l很好用。", ["我在看书。", "ls -l很好用。"]),              # 。 ends one whatever follows
     ("他很累；他想睡觉。", ["他很累；", "他想睡觉。"]),
 ])
@@ -36,6 +37,7 @@ def test_chinese_sentences(text, expected):
     ("It was 5 p.m. when we arrived. The U.S. is big.", ["It was 5 p.m. when we arrived.", "The U.S. is big."]),
     ("Come to see me. Feel free. I miss. Tom is ok.", ["Come to see me.", "Feel free.", "I miss.", "Tom is ok."]),
     ("Ask Miss. Smith about No. 5, I said no.", ["Ask Miss. Smith about No. 5, I said no."]),  # not a stop here
+    ("He met Ms. Smith. Then he left.", ["He met Ms. Smith.", "Then he left."]),
 ])
 def test_english_sentences(text, expected):
     assert sentences(text, "en", "zh") == expected

@@ -25,6 +25,8 @@ FULL_STOP = re.compile(r"[。！？；]+[”’」』）》〉】\"')\]]*")
 # Ordinary English words that sentencex's English list also holds as abbreviations (Me. for Maine, Miss, Ill.,
 # No., …): written in lower case and followed by a capital, their full stop ends a sentence ("Call me. Tom left.").
 WORD_STOP = re.compile(r"(?<![\w.])(?:art|ill|man|mass|may|me|miss|no|ok|pa|wash)\.[”’\"')\]]*(?=\s+[\"“‘(]?[A-Z])")
+# Titles that sentencex's English list lacks: their full stop never ends a sentence ("Ms. Smith").
+TITLE = re.compile(r"(?<![\w.])(?:Ms|Mx)\.\s*$")
 
 Fits = Callable[[str], bool]  # whether the model reads a sentence whole (within its position table)
 
@@ -76,6 +78,8 @@ def sentence_spans(line: str, lang: str) -> list[tuple[int, int]]:
         if lang != "en" and b.get("boundary_symbol") == "." and end < len(line) and not _english_end(line[start:],
                                                                                                     end - start):
             continue
+        if lang == "en" and end < len(line) and TITLE.search(line, start, end):
+            continue
         stops = [FULL_STOP, WORD_STOP] if lang == "en" else [FULL_STOP]
         ends += sorted(m.end() for stop in stops for m in stop.finditer(line, start, end) if m.end() < end)
         ends.append(end)
@@ -91,8 +95,7 @@ def sentence_spans(line: str, lang: str) -> list[tuple[int, int]]:
 
 def _english_end(text: str, end: int) -> bool:
     """Whether English rules end a sentence of `text` at `end` (trailing whitespace aside)."""
-    ends = {len(text[:b["end_index"]].rstrip()) for b in get_sentence_boundaries("en", text)}
-    return len(text[:end].rstrip()) in ends
+    return len(text[:end].rstrip()) in {b for _, b in sentence_spans(text, "en")}
 
 
 def _stripped(line: str, start: int, end: int) -> list[tuple[int, int]]:
