@@ -35,16 +35,18 @@ TEST = ROOT.parent / "shared" / "data" / "zh-en" / "tatoeba" / "test.zh"
 
 
 def offline(checkpoint: Path, engine: str, sentences: list[str]) -> tuple[list[str], float]:
-    """The translations of `mt translate --input`'s own path (Translator.translate_lines) and its sent/s."""
+    """The translations of `mt translate --input`'s own path (translate_texts: each line split into sentences, as
+    the server splits each request's text) and its sent/s."""
     import torch
 
     from mt.decode.translator import load_translator
+    from mt.text.texts import translate_texts
 
     torch.set_num_threads(2)
     translator = load_translator(checkpoint, "cpu", engine)
-    translator.translate_lines(sentences[:50])  # warm-up
+    translate_texts(translator, sentences[:50])  # warm-up
     start = time.perf_counter()
-    outputs = translator.translate_lines(sentences)
+    outputs = translate_texts(translator, sentences)
     return outputs, len(sentences) / (time.perf_counter() - start)
 
 
