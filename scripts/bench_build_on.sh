@@ -31,8 +31,8 @@
 # detokenised TVsub dev set's folder, data/tvsub) and SET (more --set KEY=VALUE overrides for every mt train,
 # space-separated) change the runs; TEACHER (checkpoints, space-separated, from the project root) teaches in the
 # distill parts instead of the ensemble, e.g. the model of scripts/bench_hour.sh (give it an OUT of its own: a
-# distilled folder keeps one teacher); DISTILL (more mt distill options, e.g. "--top-k 10", in the distill parts and backtranslate),
-# SENTENCES (1444) and REPEATS (3) the distill part's timing. A short check of a part:
+# distilled folder keeps one teacher); DISTILL (more mt distill options, e.g. "--top-k 10", in the distill parts
+# and backtranslate), SENTENCES (1444) and REPEATS (3) the distill part's timing. A short check of a part:
 #   OUT=/tmp/build-on STEPS=100 SET="train.eval_every=50" bash scripts/bench_build_on.sh subword 0.1
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -22,8 +22,8 @@ import numpy as np
 
 from mt.clean.contamination import Guard, chinese_sides, guard_keys, make_guard
 from mt.clean.filters import CORPUS_FILTERS, ROW_FILTERS, Langid, row_columns
-from mt.clean.normalise import writing_system
 from mt.clean.lexical import lexical_keep
+from mt.clean.normalise import writing_system
 from mt.config import CorpusConfig, CrossEntropyFilter, DataConfig, ScriptFilter
 from mt.core.atomic import atomic_write_bytes
 from mt.core.errors import MtError, first_line

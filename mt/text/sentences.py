@@ -72,6 +72,7 @@ def sentence_spans(line: str, lang: str) -> list[tuple[int, int]]:
     """[start, end) of each sentence of one line, without the whitespace around it. In a text of another language,
     a full stop of Latin script ends a sentence only where English rules agree ("Mr. Smith来了" is one)."""
     lang = lang.split("-")[0].lower()
+    stops = [FULL_STOP, WORD_STOP] if lang == "en" else [FULL_STOP]
     ends, start = [], 0
     for b in get_sentence_boundaries(lang, line):
         end = b["end_index"]
@@ -80,7 +81,6 @@ def sentence_spans(line: str, lang: str) -> list[tuple[int, int]]:
             continue
         if lang == "en" and end < len(line) and TITLE.search(line, start, end):
             continue
-        stops = [FULL_STOP, WORD_STOP] if lang == "en" else [FULL_STOP]
         ends += sorted(m.end() for stop in stops for m in stop.finditer(line, start, end) if m.end() < end)
         ends.append(end)
         start = end
