@@ -7,13 +7,14 @@
 #                                                         # the 3 ensembled, with their decoding time
 #   bash scripts/bench_build_on.sh subword ALPHA          # the quick-start with tokenizer.sampling_alpha ALPHA
 #                                                         # (seed 1 of `ensemble` is ALPHA 0; dev scores to choose)
-#   bash scripts/bench_build_on.sh distill                # `ensemble`'s 3 models as the teacher of Tatoeba's
+#   bash scripts/bench_build_on.sh distill [MONO]         # `ensemble`'s 3 models as the teacher of Tatoeba's
 #                                                         # training sources (mt distill, beam 4); the students
-#                                                         # student-base and student-tiny train on its pairs for
-#                                                         # the recipe's updates; Tatoeba test of each beside the
-#                                                         # teacher and seed 1 (the same updates on the human
-#                                                         # pairs), then the students' decoding speed against
-#                                                         # seed 1's (bench_decode.py: mt, CTranslate2 int8)
+#                                                         # student-base and student-tiny train on its pairs (and
+#                                                         # on its translations of MONO, monolingual Chinese, when
+#                                                         # given) for the recipe's updates; Tatoeba test of each
+#                                                         # beside the teacher and seed 1 (the same updates on the
+#                                                         # human pairs), then the students' decoding speed
+#                                                         # against seed 1's (bench_decode.py: mt, CTranslate2 int8)
 #   bash scripts/bench_build_on.sh distill-mixed [MONO]   # as distill, but the students train on the human pairs
 #                                                         # beside the teacher's, and on its translations of MONO
 #                                                         # (monolingual Chinese it never saw) when given
@@ -115,19 +116,27 @@ case ${1:-} in
     done
     score "ensemble of seeds 1, 2, 3" "$OUT"/seed{1,2,3}/checkpoints/best.pt ;;
   distill)
+    mono=${2:-}
     teach "$DATA/tatoeba/train.zh" "$OUT/distilled"
+    more=(); students=$OUT/student  # with MONO: its translations too, and the Tatoeba pairs twice an epoch, as MONO
+    if [ -n "$mono" ]; then         # may be several times their number
+      teach "$mono" "$OUT/distilled-mono"
+      more=(--set data.train.repeat=2 --set "data.extra_train=[{path: $OUT/distilled-mono/train}]")
+      students=$OUT/student-mono
+    fi
     baseline
     for student in base tiny; do
-      recipe "$OUT/student-$student" -c "configs/student-$student.yaml" --set data.train.path="$OUT/distilled/train"
+      recipe "$students-$student" -c "configs/student-$student.yaml" --set data.train.path="$OUT/distilled/train" \
+        "${more[@]}"
     done
     tatoeba test tatoeba "$teacher" "${teachers[@]}"
     tatoeba test tatoeba "seed 1: the students' recipe on the human pairs" "$seed1"
-    tatoeba test tatoeba "student-base" "$OUT/student-base/checkpoints/best.pt"
-    tatoeba test tatoeba "student-tiny" "$OUT/student-tiny/checkpoints/best.pt"
+    tatoeba test tatoeba "student-base" "$students-base/checkpoints/best.pt"
+    tatoeba test tatoeba "student-tiny" "$students-tiny/checkpoints/best.pt"
     echo "== decoding speed on Tatoeba test, seed 1's shape against the students'"
     python scripts/bench_decode.py --real-only --src "$DATA/tatoeba/test.zh" --sentences "${SENTENCES:-1444}" \
       --repeats "${REPEATS:-3}" --checkpoint "$seed1" \
-      --checkpoint "$OUT/student-base/checkpoints/best.pt" --checkpoint "$OUT/student-tiny/checkpoints/best.pt" ;;
+      --checkpoint "$students-base/checkpoints/best.pt" --checkpoint "$students-tiny/checkpoints/best.pt" ;;
   distill-mixed)
     mono=${2:-}
     teach "$DATA/tatoeba/train.zh" "$OUT/distilled"
@@ -174,5 +183,5 @@ case ${1:-} in
       --src "$DATA/tatoeba/dev.zh" --ref "$DATA/tatoeba/dev.en" --beam 5
     score "sampling_alpha $alpha" "$OUT/subword-$alpha/checkpoints/best.pt" ;;
   *)
-    sed -n 2,36p "$0"; exit 2 ;;
+    sed -n 2,37p "$0"; exit 2 ;;
 esac

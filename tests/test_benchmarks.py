@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import ROOT, tiny_yaml, write_lines
 
@@ -181,13 +182,20 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
             assert f"== {name}, tatoeba {split}, beam 5" in out
     assert len(bleu_lines(out)) == 8
 
-    # TEACHER in an OUT of its own: seed 2 alone teaches, and seed 1, the baseline, is trained there
-    teacher = built / "seed2" / "checkpoints" / "best.pt"
-    out = run("bench_build_on.sh", "distill-mixed", tmp_path=tmp_path,
-              env={**env, "OUT": str(tmp_path / "taught"), "TEACHER": str(teacher)})
-    assert str(teacher.resolve()) in (tmp_path / "taught" / "distilled" / "distill.json").read_text(encoding="utf-8")
-    assert not (tmp_path / "taught" / "seed2").exists() and (tmp_path / "taught" / "seed1" / "checkpoints").is_dir()
-    assert f"== teacher: {teacher}, tatoeba test, beam 5" in out and len(bleu_lines(out)) == 8
+    # TEACHER in an OUT of its own: seed 2 alone teaches, and seed 1, the baseline, is trained there; with MONO the
+    # students read the teacher's translations of it too, and its Tatoeba pairs twice an epoch
+    teacher, taught = built / "seed2" / "checkpoints" / "best.pt", tmp_path / "taught"
+    out = run("bench_build_on.sh", "distill", str(mono), tmp_path=tmp_path,
+              env={**env, "OUT": str(taught), "TEACHER": str(teacher)})
+    for distilled in ("distilled", "distilled-mono"):
+        assert str(teacher.resolve()) in (taught / distilled / "distill.json").read_text(encoding="utf-8")
+    assert not (taught / "seed2").exists() and (taught / "seed1" / "checkpoints").is_dir()
+    for student in ("base", "tiny"):
+        config_yaml = yaml.safe_load((taught / f"student-mono-{student}" / "config.yaml").read_text(encoding="utf-8"))
+        assert config_yaml["data"]["train"]["repeat"] == 2
+        assert [corpus["path"] for corpus in config_yaml["data"]["extra_train"]] == [f"{taught}/distilled-mono/train"]
+    assert f"== teacher: {teacher}, tatoeba, beam 5" in out and len(bleu_lines(out)) == 4
+    assert lines_like(rf"\| mt \| beam4 \| {NUMBER}× \| {NUMBER}× \|", out)
 
 
 def test_bench_build_on_backtranslate(config, build_on_data, corpus_dir, tmp_path):

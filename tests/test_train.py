@@ -66,6 +66,7 @@ def test_linear_decay_warms_up_as_the_paper_then_falls_to_zero_at_max_steps():
 def test_under_a_time_budget_the_progress_bar_counts_to_the_update_where_time_runs_out(tmp_path):
     budget = TrainConfig(max_steps=1_000_000, max_minutes=1.0)
     progress = Progress(tmp_path, budget, step=0, main=False)
+    assert progress.bar.total is None  # no count to max_steps, nor hundreds of hours left, before the speed is known
     progress.started -= 30  # 100 updates in the first 30 s of 60: the time runs out near update 200
     progress.update(loss=2.0, tokens=1000)
     progress.log(100, lr=1e-3)

@@ -23,7 +23,9 @@ class Progress:
 
     def __init__(self, run_dir: Path, t: TrainConfig, step: int, main: bool):
         self.training_log = TrainingLog(run_dir, t.tensorboard) if main else None
-        self.bar = tqdm(total=t.max_steps, initial=step, desc="train", unit="step", dynamic_ncols=True,
+        # under a time budget the last update is unknown until the first log line measures the speed: no total yet
+        self.bar = tqdm(total=None if t.max_minutes else t.max_steps, initial=step, desc="train", unit="step",
+                        dynamic_ncols=True,
                         disable=not (main and log.isEnabledFor(logging.INFO)),  # --quiet: no bar
                         mininterval=0.5 if sys.stderr.isatty() else 30)  # into a log file: a line every 30 s
         self.started, self.tokens, self.smoothed = time.perf_counter(), 0, None
