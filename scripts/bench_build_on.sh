@@ -118,8 +118,10 @@ case ${1:-} in
   distill)
     mono=${2:-}
     teach "$DATA/tatoeba/train.zh" "$OUT/distilled"
-    more=(); students=$OUT/student  # with MONO: its translations too, and the Tatoeba pairs twice an epoch, as MONO
-    if [ -n "$mono" ]; then         # may be several times their number
+    # with MONO: the teacher's translations of it too, and its Tatoeba pairs twice an epoch (MONO may be several
+    # times their number)
+    more=(); students=$OUT/student
+    if [ -n "$mono" ]; then
       teach "$mono" "$OUT/distilled-mono"
       more=(--set data.train.repeat=2 --set "data.extra_train=[{path: $OUT/distilled-mono/train}]")
       students=$OUT/student-mono
