@@ -145,8 +145,9 @@ def train(config: ConfigOption, set_: SetOption = None, device: DeviceOption = N
           resume: Annotated[bool, typer.Option("--resume", help="Continue the run from its last.pt.")] = False,
           run_dir: RunDirOption = None,
           init_from: Annotated[Optional[Path], typer.Option(
-              "--init-from", help="Start a new run from this checkpoint's weights and tokenizer (fine-tuning); "
-              "with --resume, a run that has checkpoints continues instead.")] = None,
+              "--init-from", help="Start a new run from this checkpoint's weights and tokenizer (fine-tuning; a "
+              "model of fewer layers, a student, takes an even spread of its layers, first and last kept); with "
+              "--resume, a run that has checkpoints continues instead.")] = None,
           keep: Annotated[Optional[list[str]], typer.Option(
               "--keep", help="With --init-from, also take over the checkpoint's optimizer moments, learning-rate "
               "schedule (no second warm-up) or data position (repeatable): optimizer, schedule, position.")]
@@ -315,7 +316,7 @@ def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")])
     import torch
     import yaml
 
-    from mt.exchange.checkpoint import cleaning_line, load_model
+    from mt.exchange.checkpoint import cleaning_line, load_model, started_how
 
     model, tok, _, state = load_model(checkpoint, torch.device("cpu"))
     dev = state.get("dev") or {}
@@ -328,8 +329,7 @@ def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")])
         print(f"imported from: {state['imported']['from']} (mt import --{state['imported']['format']})")
     started = state.get("init_from")
     while started:  # fine-tuned from a checkpoint, itself perhaps fine-tuned from another
-        kept = f", keeping its {', '.join(started['kept'])}" if started["kept"] else ""
-        print(f"started from: {started['checkpoint']} (step {started['step']:,}){kept}")
+        print(f"started from: {started['checkpoint']} (step {started['step']:,}){started_how(started)}")
         started = started.get("from")
     print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
     print(f"vocabulary: {vocab} (hash {state['tokenizer']['vocab_hash']})")

@@ -9,7 +9,8 @@
 #                                                         # (seed 1 of `ensemble` is ALPHA 0; dev scores to choose)
 #   bash scripts/bench_build_on.sh distill [MONO]         # `ensemble`'s 3 models as the teacher of Tatoeba's
 #                                                         # training sources (mt distill, beam 4); the students
-#                                                         # student-base and student-tiny train on its pairs (and
+#                                                         # student-base (from scratch) and student-tiny (from
+#                                                         # the first teacher's layers) train on its pairs (and
 #                                                         # on its translations of MONO, monolingual Chinese, when
 #                                                         # given) for the recipe's updates; Tatoeba test of each
 #                                                         # beside the teacher and seed 1 (the same updates on the
@@ -127,10 +128,9 @@ case ${1:-} in
       students=$OUT/student-mono
     fi
     baseline
-    for student in base tiny; do
-      recipe "$students-$student" -c "configs/student-$student.yaml" --set data.train.path="$OUT/distilled/train" \
-        "${more[@]}"
-    done
+    recipe "$students-base" -c configs/student-base.yaml --set data.train.path="$OUT/distilled/train" "${more[@]}"
+    recipe "$students-tiny" -c configs/student-tiny.yaml --init-from "${teachers[0]}" \
+      --set data.train.path="$OUT/distilled/train" "${more[@]}"
     tatoeba test tatoeba "$teacher" "${teachers[@]}"
     tatoeba test tatoeba "seed 1: the students' recipe on the human pairs" "$seed1"
     tatoeba test tatoeba "student-base" "$students-base/checkpoints/best.pt"
@@ -148,10 +148,10 @@ case ${1:-} in
       teach "$mono" "$OUT/distilled-mono"
       corpora+=", {path: $OUT/distilled-mono/train}"
     fi
-    for student in base tiny; do
-      recipe "$OUT/student-$student-mixed" -c "configs/student-$student.yaml" \
-        --set "data.train.path=$DATA/tatoeba/train" --set "data.extra_train=[$corpora]"
-    done
+    recipe "$OUT/student-base-mixed" -c configs/student-base.yaml \
+      --set "data.train.path=$DATA/tatoeba/train" --set "data.extra_train=[$corpora]"
+    recipe "$OUT/student-tiny-mixed" -c configs/student-tiny.yaml --init-from "${teachers[0]}" \
+      --set "data.train.path=$DATA/tatoeba/train" --set "data.extra_train=[$corpora]"
     for split in test dev; do
       tatoeba "$split" "tatoeba $split" "$teacher" "${teachers[@]}"
       tatoeba "$split" "tatoeba $split" "seed 1: the students' recipe on the human pairs" "$seed1"

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, tiny_yaml, write_lines
+from mt.exchange.checkpoint import load_checkpoint
 
 SCRIPTS = ROOT / "scripts"
 PEERS = ROOT.parent / "shared" / "bench" / "peers"
@@ -143,9 +144,15 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
     then the students on the human pairs beside the teacher's. A student's corpus is the teacher's translation of
     every training source. (Teachers of 4 updates say nothing unless made to: --min-len, and no cleaning of what they
     say.)"""
-    env = {"OUT": str(tmp_path / "build-on"), "CONFIG": str(config), "STEPS": "4", "DATA": str(build_on_data),
+    deeper = tmp_path / "deeper.yaml"  # two decoder layers: student-tiny takes the teachers' last
+    deeper.write_text(config.read_text(encoding="utf-8").replace("num_decoder_layers: 1", "num_decoder_layers: 2"),
+                      encoding="utf-8")
+    env = {"OUT": str(tmp_path / "build-on"), "CONFIG": str(deeper), "STEPS": "4", "DATA": str(build_on_data),
            "SENTENCES": "3", "REPEATS": "1", "DISTILL": "--min-len 3", "SET": "data.filters=[]"}
     out = run("bench_build_on.sh", "distill", tmp_path=tmp_path, env=env)
+    tiny = load_checkpoint(tmp_path / "build-on" / "student-tiny" / "checkpoints" / "last.pt")["init_from"]
+    first_teacher = tmp_path / "build-on" / "seed1" / "checkpoints" / "best.pt"
+    assert tiny["checkpoint"] == str(first_teacher.resolve()) and tiny["layers"] == {"decoder": [1]}
     train = (build_on_data / "tatoeba" / "train.zh").read_text(encoding="utf-8").splitlines()
     distilled = tmp_path / "build-on" / "distilled"
     assert (distilled / "train.zh").read_text(encoding="utf-8").splitlines() == [line for line in train if line]

@@ -112,7 +112,7 @@ def files_of(teacher, sources, tmp_path) -> tuple[list[str], list[str]]:
     return files(tmp_path / "reference", translator)
 
 
-@pytest.mark.parametrize("student, layers", [("student-base", (3, 3)), ("student-tiny", (6, 2))])
+@pytest.mark.parametrize("student, layers", [("student-base", (3, 3)), ("student-tiny", (3, 1))])
 def test_student_presets_train_on_the_distilled_corpus_in_a_run_of_their_own(student, layers):
     configs = Path(__file__).resolve().parents[1] / "configs"
     config = load_config([configs / "tatoeba-cpu.yaml", configs / f"{student}.yaml"])

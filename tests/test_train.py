@@ -20,7 +20,7 @@ from mt.decode.search import Searcher
 from mt.data.tokenizer import PAD, UNK
 from mt.train.loop import train
 from mt.train.progress import Progress
-from mt.train.trainer import inverse_sqrt_lr, learning_rate
+from mt.train.trainer import inverse_sqrt_lr, learning_rate, spread_layers
 from mt.decode.translator import Translator, load_translator
 
 
@@ -240,6 +240,44 @@ def test_fine_tuning_starts_from_the_weights_alone_and_its_resume_remembers_wher
     info = subprocess.run([sys.executable, "-m", "mt", "info", str(tmp_path / "tuned" / "checkpoints" / "last.pt")],
                           capture_output=True, text=True)
     assert f"started from: {source.resolve()} (step 8)\n" in info.stdout
+
+
+def layered_config(corpus_dir, run, tmp_path, encoder: int, decoder: int, **train_settings) -> Config:
+    path = tmp_path / f"{run.name}.yaml"
+    path.write_text(tiny_yaml(corpus_dir, run, **train_settings).replace(
+        "num_encoder_layers: 1, num_decoder_layers: 1",
+        f"num_encoder_layers: {encoder}, num_decoder_layers: {decoder}"), encoding="utf-8")
+    return load_config([path])
+
+
+def test_spread_layers_keeps_the_first_and_the_last():
+    assert spread_layers(6, 3) == [0, 2, 5] and spread_layers(3, 2) == [0, 2] and spread_layers(6, 2) == [0, 5]
+    assert spread_layers(3, 1) == [2]  # one alone: the last, which the next box was trained to read
+
+
+def test_a_student_with_fewer_layers_starts_from_a_spread_of_its_teachers(corpus_dir, tmp_path):
+    teacher = train(layered_config(corpus_dir, tmp_path / "teacher", tmp_path, 3, 3, max_steps=2, eval_every=2))
+    source = teacher / "checkpoints" / "last.pt"
+    taught = load_checkpoint(source)["model"]
+    # one update at a learning rate too small to move a weight in fp32: the student's weights are where it started
+    student = layered_config(corpus_dir, tmp_path / "student", tmp_path, 2, 1, max_steps=1, eval_every=1,
+                             lr_scale=1e-30, precision="fp32")
+    train(student, init_from=source)
+    state = load_checkpoint(tmp_path / "student" / "checkpoints" / "last.pt")
+    assert state["init_from"]["layers"] == {"encoder": [0, 2], "decoder": [2]}
+    renamed = {"encoder.layers.1.": "encoder.layers.2.", "decoder.layers.0.": "decoder.layers.2."}
+    for name, tensor in state["model"].items():
+        theirs = next((name.replace(mine, their) for mine, their in renamed.items() if name.startswith(mine)), name)
+        assert torch.equal(tensor, taught[theirs]), name
+    assert len(state["model"]) < len(taught)
+    info = subprocess.run([sys.executable, "-m", "mt", "info", str(tmp_path / "student" / "checkpoints" / "last.pt")],
+                          capture_output=True, text=True)
+    assert "(step 2), with its encoder layers 0, 2, with its decoder layers 2\n" in info.stdout
+    with pytest.raises(MtError, match="its moments are for all its 3 layers"):
+        train(layered_config(corpus_dir, tmp_path / "kept", tmp_path, 3, 2), init_from=source, keep=frozenset({
+            "optimizer"}))
+    with pytest.raises(MtError, match="num_decoder_layers is 4 here but 3 .* fewer of its layers, not more"):
+        train(layered_config(corpus_dir, tmp_path / "deeper", tmp_path, 3, 4), init_from=source)
 
 
 @pytest.mark.parametrize("key, value, words", [("model.d_model", 64, "model.d_model is 64 here but 32"),

@@ -111,10 +111,19 @@ RECORDS = {
     "step": int,
     "averaged": [str],
     "imported": {"from": str, "format": str},
-    "init_from": {"checkpoint": str, "step": int, "kept": [str]},  # and "from": the same again, when it has one
+    # and "layers": {"encoder" or "decoder": [int]} when it took fewer; "from": the same again, when it has one
+    "init_from": {"checkpoint": str, "step": int, "kept": [str]},
     "cleaning": {"contamination": str, "corpora": {str: {"pairs": int, "kept": int, "contaminated": int}}},
     "dev": {"dev_bleu": float, "dev_chrf": float, "dev_loss": float, "dev_ppl": float},  # or {}: not validated
 }
+
+
+def started_how(init_from: dict) -> str:
+    """What a run took of the checkpoint it started from besides its weights, and which of its layers when fewer:
+    ", keeping its schedule, with its decoder layers 0, 2" (empty when nothing more)."""
+    kept = [f", keeping its {', '.join(init_from['kept'])}"] if init_from["kept"] else []
+    return "".join(kept + [f", with its {stack} layers {', '.join(map(str, chosen))}"
+                           for stack, chosen in init_from.get("layers", {}).items()])
 
 
 def _bent_record(state: dict) -> str | None:

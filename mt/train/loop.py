@@ -23,7 +23,7 @@ from mt.data.batching import Batch
 from mt.train.prepare import PreparedData, prepare_data
 from mt.data.tokenizer import Tokenizer
 from mt.exchange.checkpoint import (checkpoint_dir, last_checkpoint, load_checkpoint, save_run_checkpoint,
-                                    tokenizer_from_state)
+                                    started_how, tokenizer_from_state)
 from mt.train.progress import Progress, peak_memory_mb
 from mt.train.trainer import Trainer, check_fits
 from mt.train.updates import loader, step_batches
@@ -173,7 +173,7 @@ def _train(config: Config, run_dir: Path, resume: bool, init_from: Path | None, 
         if state or start:
             tokenizer = tokenizer_from_state(state or start, last if state else init_from, config.data.scripts())
         if start is not None:
-            check_fits(start, init_from, config, tokenizer, run_dir)
+            check_fits(start, init_from, config, tokenizer, run_dir, keep)
             if world.is_main:
                 tokenizer.save(run_dir)  # the run's own copy, as a run that trained its tokenizer has
         data = prepare_data(config, run_dir, tokenizer)
@@ -186,8 +186,8 @@ def _train(config: Config, run_dir: Path, resume: bool, init_from: Path | None, 
         log.info(f"resumed from {last} at step {trainer.position.step}")
     elif start is not None:
         trainer.start_from(start, init_from, keep)
-        kept = f", keeping its {', '.join(sorted(keep))}" if keep else ""
-        log.info(f"started from the weights of {init_from} (step {start.get('step', 0)}){kept}")
+        how = started_how(trainer.init_from)
+        log.info(f"started from the weights of {init_from} (step {start.get('step', 0)}){how}")
     params = sum(p.numel() for p in trainer.model.parameters())
     processes = f" × {world.size} processes" if world.is_distributed else ""
     log.info(f"model: {params:,} parameters, {config.model.norm}-LN, on {device}{processes}, "

@@ -192,8 +192,16 @@ class Trainer:
 
     def start_from(self, state: dict, path: Path, keep: frozenset[Keep]) -> None:
         """A new run from another run's weights (fine-tuning). Its optimizer's moments, its learning-rate
-        schedule and its place in the data are fresh unless `keep` names them."""
-        self.model.load_state_dict(state["model"])
+        schedule and its place in the data are fresh unless `keep` names them. A model with fewer layers than the
+        checkpoint's takes a spread of them (`spread_layers`)."""
+        theirs, mine = config_from_dict(state["config"], source=str(path)).model, self.config.model
+        shrunk = {stack: spread_layers(getattr(theirs, f"num_{stack}_layers"), getattr(mine, f"num_{stack}_layers"))
+                  for stack in ("encoder", "decoder")
+                  if getattr(mine, f"num_{stack}_layers") < getattr(theirs, f"num_{stack}_layers")}
+        weights = state["model"]
+        for stack, chosen in shrunk.items():
+            weights = take_layers(weights, stack, chosen)
+        self.model.load_state_dict(weights)
         missing = [part for part, key in (("optimizer", "optimizer"), ("schedule", "scheduler")) if part in keep
                    and key not in state]
         if missing:
@@ -209,20 +217,53 @@ class Trainer:
             self.position = Position(step=state.get("step", 0), epoch=state.get("epoch", 0),
                                      batch_index=state.get("batch_index", 0))
         self.init_from = {"checkpoint": str(Path(path).resolve()), "step": state.get("step", 0), "kept": sorted(keep),
+                          **({"layers": shrunk} if shrunk else {}),
                           **({"from": state["init_from"]} if "init_from" in state else {})}
 
 
-# Model keys a fine-tuning run may change: they shape no weight.
+def spread_layers(theirs: int, mine: int) -> list[int]:
+    """Which of a checkpoint's `theirs` layers a stack of fewer, `mine`, starts from: evenly spread with the first
+    and the last (Shleifer & Rush 2020, "shrink and fine-tune"); one alone is the last, whose output the next box
+    (the decoder, the generator) was trained to read."""
+    if mine == 1:
+        return [theirs - 1]
+    return [round(i * (theirs - 1) / (mine - 1)) for i in range(mine)]
+
+
+def take_layers(weights: dict[str, torch.Tensor], stack: str, chosen: list[int]) -> dict[str, torch.Tensor]:
+    """`weights` with `stack`'s ("encoder" or "decoder") layers chosen[0], chosen[1], … as its layers 0, 1, … and
+    its other layers left out."""
+    prefix, taken = f"{stack}.layers.", {}
+    for name, tensor in weights.items():
+        if not name.startswith(prefix):
+            taken[name] = tensor
+            continue
+        index, rest = name[len(prefix):].split(".", 1)
+        if int(index) in chosen:
+            taken[f"{prefix}{chosen.index(int(index))}.{rest}"] = tensor
+    return taken
+
+
+# Model keys a fine-tuning run may change: they shape no weight. The layer counts may be smaller than the
+# checkpoint's: a student then starts from a spread of its teacher's layers (`spread_layers`).
 TUNABLE_MODEL_KEYS = {"dropout", "init_std"}
+SHRINKABLE_MODEL_KEYS = {"num_encoder_layers", "num_decoder_layers"}
 
 
-def check_fits(start: dict, path: Path, config: Config, tokenizer: Tokenizer, run_dir: Path) -> None:
-    """A run started from a checkpoint's weights keeps its model's shape, its tokenizer and its script conversion;
-    refuse a config that differs, naming the key."""
+def check_fits(start: dict, path: Path, config: Config, tokenizer: Tokenizer, run_dir: Path,
+               keep: frozenset[Keep]) -> None:
+    """A run started from a checkpoint's weights keeps its model's shape (or fewer of its layers), its tokenizer and
+    its script conversion; refuse a config that differs, naming the key."""
     theirs = config_from_dict(start["config"], source=str(path))
     for field in dataclasses.fields(config.model):
         mine, their = getattr(config.model, field.name), getattr(theirs.model, field.name)
-        if field.name not in TUNABLE_MODEL_KEYS and mine != their:
+        if field.name in SHRINKABLE_MODEL_KEYS and mine > their:
+            raise MtError(f"--init-from {path}: config key model.{field.name} is {mine!r} here but {their!r} in the "
+                          f"checkpoint; a run started from its weights can take fewer of its layers, not more")
+        if field.name in SHRINKABLE_MODEL_KEYS and mine < their and "optimizer" in keep:
+            raise MtError(f"--init-from {path} --keep optimizer: its moments are for all its {their} layers, and "
+                          f"config key model.{field.name} takes {mine}")
+        if field.name not in TUNABLE_MODEL_KEYS | SHRINKABLE_MODEL_KEYS and mine != their:
             raise MtError(f"--init-from {path}: config key model.{field.name} is {mine!r} here but {their!r} in the "
                           f"checkpoint; a run started from its weights keeps its model's shape")
     sizes = {tokenizer.src_vocab_size, tokenizer.tgt_vocab_size}
