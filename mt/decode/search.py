@@ -322,11 +322,15 @@ def beam_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, bea
     limits = max_len.tolist()
     for step in range(int(max_len.max())):
         log_probs = decoder.log_probs(ys)                                           # [N*K, V]
-        vocab = log_probs.size(-1)
-        candidates = (scores.view(-1, 1) + log_probs).view(len(active), k * vocab)   # [N, K*V]
-        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)      # [N, 2K]: room after EOS
-        top_rows = top_index // vocab + torch.arange(len(active), device=device)[:, None] * k
-        top_scores, top_rows, top_tokens = top_scores.tolist(), top_rows.tolist(), (top_index % vocab).tolist()
+        # a sentence's best 2K continuations (room after EOS) are among each of its rows' best 2K: ranking those
+        # alone leaves out a sum and a ranking over all K·V
+        width = min(2 * k, log_probs.size(-1))
+        row_best, row_tokens = log_probs.topk(width, dim=-1)                        # [N*K, 2K]
+        candidates = (scores.view(-1, 1) + row_best).view(len(active), k * width)   # [N, K*2K]
+        top_scores, top_index = candidates.topk(min(2 * k, k * width), dim=-1)      # [N, 2K]
+        top_rows = top_index // width + torch.arange(len(active), device=device)[:, None] * k
+        top_tokens = row_tokens.view(len(active), k * width).gather(1, top_index)
+        top_scores, top_rows, top_tokens = top_scores.tolist(), top_rows.tolist(), top_tokens.tolist()
         survivors, still_active = [], []                                            # (row, token, score)
         for n, sentence in enumerate(active):
             ranked = zip(top_scores[n], top_rows[n], top_tokens[n])
