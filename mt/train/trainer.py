@@ -195,12 +195,12 @@ class Trainer:
         schedule and its place in the data are fresh unless `keep` names them. A model with fewer layers than the
         checkpoint's takes a spread of them (`spread_layers`)."""
         theirs, mine = config_from_dict(state["config"], source=str(path)).model, self.config.model
-        shrunk = {stack: spread_layers(getattr(theirs, f"num_{stack}_layers"), getattr(mine, f"num_{stack}_layers"))
-                  for stack in ("encoder", "decoder")
-                  if getattr(mine, f"num_{stack}_layers") < getattr(theirs, f"num_{stack}_layers")}
-        weights = state["model"]
-        for stack, chosen in shrunk.items():
-            weights = take_layers(weights, stack, chosen)
+        weights, shrunk = state["model"], {}
+        for stack in ("encoder", "decoder"):
+            have, want = getattr(theirs, f"num_{stack}_layers"), getattr(mine, f"num_{stack}_layers")
+            if want < have:
+                shrunk[stack] = spread_layers(have, want)
+                weights = take_layers(weights, stack, shrunk[stack])
         self.model.load_state_dict(weights)
         missing = [part for part, key in (("optimizer", "optimizer"), ("schedule", "scheduler")) if part in keep
                    and key not in state]
