@@ -269,7 +269,16 @@ def _split_and_decode(translator, given: dict) -> tuple[bool, DecodeConfig]:
     """Whether to split sentences, and the decode settings: the checkpoint's, with the options given."""
     given = dict(given)
     split = given.pop("split_sentences", translator.decode.split_sentences)
-    return split, translator.decode.replace(DECODE_FLAGS, **given)
+    return split, _decoding(translator, given)
+
+
+def _decoding(translator, given: dict, **fixed) -> DecodeConfig:
+    """The checkpoint's decode settings with the options given; a shortlist is read now, so that a bad one is
+    reported before anything is translated."""
+    decode = translator.decode.replace(DECODE_FLAGS, **given, **fixed)
+    if decode.shortlist:
+        translator.engine.shortlist(decode.shortlist)
+    return decode
 
 
 def _translate_document(text, input, output, format, checkpoint, weights, device, engine, compute_type, decode):
@@ -400,7 +409,7 @@ def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
     else:
         sources, references = read_test_set(_load(config, set_).data if config else translator.config.data)
     split = decode.pop("split_sentences", False)  # a test set's lines are aligned with its references' lines
-    decode = translator.decode.replace(DECODE_FLAGS, **decode)
+    decode = _decoding(translator, decode)
     translate = None
     if split:
         from mt.text.texts import translate_texts
@@ -468,7 +477,7 @@ def distill(teacher: Annotated[list[Path], typer.Option(
             raise MtError(f"{path}: no such file")
     translator = load_translator(teacher, device, engine, weights, compute_type)
     decode.pop("split_sentences", None)  # a training line is one pair, translated whole
-    decode = translator.decode.replace(DECODE_FLAGS, **decode, split_sentences=False)
+    decode = _decoding(translator, decode, split_sentences=False)
     if decode.nbest != 1:
         raise MtError("--nbest: a distillation keeps the best translation of each line")
     total = sum(1 for path in source for _ in iter_file_lines(path))
@@ -478,6 +487,32 @@ def distill(teacher: Annotated[list[Path], typer.Option(
     src, tgt = corpus_files(output, translator)
     log.info(f"{done.pairs:,} pairs → {src} and {tgt}; train a student on them: data.train: {{path: "
              f"{output / 'train'}}} (configs/student-base.yaml, configs/student-tiny.yaml)")
+
+
+@app.command()
+def shortlist(output: Annotated[Path, typer.Option("--output", "-o", help="The shortlist file to write.")],
+              checkpoint: CheckpointOption = None,
+              translations: Annotated[int, typer.Option(
+                  "--translations", min=1, help="Target pieces kept per source piece, likeliest first.")] = 50,
+              frequent: Annotated[int, typer.Option(
+                  "--frequent", min=0, help="The target language's most frequent pieces, allowed always.")] = 100):
+    """Learn a lexical shortlist from the corpora a checkpoint was trained on (its config's data.train and
+    data.extra_train): translate with --shortlist FILE to score only the target pieces a batch's sources may turn
+    into (word-translation tables of IBM Model 1)."""
+    import torch
+
+    from mt.data.corpora import TrainingMixture
+    from mt.decode.shortlist import SHORTLIST, learn_shortlist
+    from mt.exchange.checkpoint import default_checkpoint, load_model
+
+    _check_outputs((output, SHORTLIST))
+    source = checkpoint or default_checkpoint()
+    _, tokenizer, config, _ = load_model(source, torch.device("cpu"))
+    pairs = TrainingMixture(config.data, config.train.seed).pairs
+    found = learn_shortlist(pairs["src"], pairs["tgt"], tokenizer, translations, frequent, config.train.seed)
+    found.save(output)
+    log.info(f"shortlist of {source}'s vocabulary from {len(pairs):,} training pairs → {output} "
+             f"(translate with --shortlist {output})")
 
 
 @app.command()
@@ -564,7 +599,7 @@ def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", comp
     keys = read_api_keys(api_keys) if api_keys else frozenset()
     with without_a_thread_team():  # the worker thread decodes; this one only loads
         translator = load_translator(checkpoint, device, engine, compute_type=compute_type)
-    translator.config.decode = translator.decode.replace(DECODE_FLAGS, **decode)  # the server's defaults
+    translator.config.decode = _decoding(translator, decode)  # the server's defaults
     if translator.decode.beam_size > limits.max_beam:
         raise MtError(f"beam {translator.decode.beam_size} (--beam, or the checkpoint's decode.beam_size): over "
                       f"--max-beam {limits.max_beam}")

@@ -428,6 +428,9 @@ class DecodeConfig:
                                     flag="no_repeat_ngram")
     max_tokens: Int = key(4000, "Source tokens per decoding batch (sentences sorted by length, then grouped).",
                           per_request=False)
+    shortlist: str = key("", "A file made by `mt shortlist`: each step scores only the target pieces that the "
+                         "batch's sources may turn into, not the whole vocabulary (faster, most for small models; "
+                         "mt's engine). Empty: the whole vocabulary.", per_request=False)
     sample: Bool = key(False, "Draw each next token at random from the model's distribution (narrowed by top_k, "
                        "top_p and temperature) instead of searching for the likeliest output: varied outputs, as "
                        "back-translation wants (Edunov et al., 2018). One output per sentence; seeded by seed.",

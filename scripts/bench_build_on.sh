@@ -15,7 +15,8 @@
 #                                                         # given) for the recipe's updates; Tatoeba test of each
 #                                                         # beside the teacher and seed 1 (the same updates on the
 #                                                         # human pairs), then the students' decoding speed
-#                                                         # against seed 1's (bench_decode.py: mt, CTranslate2 int8)
+#                                                         # against seed 1's (bench_decode.py: mt, CTranslate2 int8;
+#                                                         # student-tiny with its `mt shortlist` too)
 #   bash scripts/bench_build_on.sh distill-mixed [MONO]   # as distill, but the students train on the human pairs
 #                                                         # beside the teacher's, and on its translations of MONO
 #                                                         # (monolingual Chinese it never saw) when given
@@ -33,8 +34,9 @@
 # detokenised TVsub dev set's folder, data/tvsub) and SET (more --set KEY=VALUE overrides for every mt train,
 # space-separated) change the runs; TEACHER (checkpoints, space-separated, from the project root) teaches in the
 # distill parts instead of the ensemble, e.g. the model of scripts/bench_hour.sh (give it an OUT of its own: a
-# distilled folder keeps one teacher); DISTILL (more mt distill options, e.g. "--top-k 10", in the distill parts
-# and backtranslate), SENTENCES (1444) and REPEATS (3) the distill part's timing. A short check of a part:
+# distilled folder keeps one teacher); TINY_STEPS (default STEPS) the updates of student-tiny; DISTILL (more mt
+# distill options, e.g. "--top-k 10", in the distill parts and backtranslate), SENTENCES (1444) and REPEATS (3) the
+# distill part's timing. A short check of a part:
 #   OUT=/tmp/build-on STEPS=100 SET="train.eval_every=50" bash scripts/bench_build_on.sh subword 0.1
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +44,7 @@ source scripts/setup.sh
 OUT=${OUT:-runs/build-on}
 CONFIG=${CONFIG:-configs/tatoeba-cpu.yaml}
 STEPS=${STEPS:-2400}
+TINY_STEPS=${TINY_STEPS:-$STEPS}
 MINUTES=${MINUTES:-20}
 DATA=${DATA:-../shared/data/zh-en}
 DEV=${DEV:-data/tvsub}
@@ -49,12 +52,14 @@ source scripts/sets.sh
 read -ra distill_options <<< "${DISTILL:-}"
 mkdir -p "$OUT"
 
-score_on() {  # LABEL SRC REF NAME CHECKPOINT... : one test set, beam 5, and how long it took
+score_on() {  # LABEL SRC REF NAME CHECKPOINT... [-- OPTION...]: one test set, beam 5, and how long it took
   local label=$1 src=$2 ref=$3 name=$4; shift 4
-  local models=(); for c in "$@"; do models+=(--checkpoint "$c"); done
+  local models=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do models+=(--checkpoint "$1"); shift; done
+  [ $# -gt 0 ] && shift  # the --
   local start=$SECONDS
   echo "== $name, $label, beam 5"
-  mt evaluate "${models[@]}" --src "$src" --ref "$ref" --beam 5
+  mt evaluate "${models[@]}" --src "$src" --ref "$ref" --beam 5 "$@"
   echo "   ($((SECONDS - start)) s to translate and score $(wc -l < "$src") lines)"
 }
 
@@ -129,16 +134,19 @@ case ${1:-} in
     fi
     baseline
     recipe "$students-base" -c configs/student-base.yaml --set data.train.path="$OUT/distilled/train" "${more[@]}"
-    recipe "$students-tiny" -c configs/student-tiny.yaml --init-from "${teachers[0]}" \
+    STEPS=$TINY_STEPS recipe "$students-tiny" -c configs/student-tiny.yaml --init-from "${teachers[0]}" \
       --set data.train.path="$OUT/distilled/train" "${more[@]}"
+    tiny=$students-tiny/checkpoints/best.pt
+    mt shortlist --checkpoint "$tiny" -o "$students-tiny/shortlist.pt"
     tatoeba test tatoeba "$teacher" "${teachers[@]}"
     tatoeba test tatoeba "seed 1: the students' recipe on the human pairs" "$seed1"
     tatoeba test tatoeba "student-base" "$students-base/checkpoints/best.pt"
-    tatoeba test tatoeba "student-tiny" "$students-tiny/checkpoints/best.pt"
+    tatoeba test tatoeba "student-tiny" "$tiny"
+    tatoeba test tatoeba "student-tiny with its shortlist" "$tiny" -- --shortlist "$students-tiny/shortlist.pt"
     echo "== decoding speed on Tatoeba test, seed 1's shape against the students'"
     python scripts/bench_decode.py --real-only --src "$DATA/tatoeba/test.zh" --sentences "${SENTENCES:-1444}" \
-      --repeats "${REPEATS:-3}" --checkpoint "$seed1" \
-      --checkpoint "$students-base/checkpoints/best.pt" --checkpoint "$students-tiny/checkpoints/best.pt" ;;
+      --repeats "${REPEATS:-3}" --checkpoint "$seed1" --checkpoint "$students-base/checkpoints/best.pt" \
+      --checkpoint "$tiny" --shortlist "$students-tiny/shortlist.pt" ;;
   distill-mixed)
     mono=${2:-}
     teach "$DATA/tatoeba/train.zh" "$OUT/distilled"
@@ -150,7 +158,7 @@ case ${1:-} in
     fi
     recipe "$OUT/student-base-mixed" -c configs/student-base.yaml \
       --set "data.train.path=$DATA/tatoeba/train" --set "data.extra_train=[$corpora]"
-    recipe "$OUT/student-tiny-mixed" -c configs/student-tiny.yaml --init-from "${teachers[0]}" \
+    STEPS=$TINY_STEPS recipe "$OUT/student-tiny-mixed" -c configs/student-tiny.yaml --init-from "${teachers[0]}" \
       --set "data.train.path=$DATA/tatoeba/train" --set "data.extra_train=[$corpora]"
     for split in test dev; do
       tatoeba "$split" "tatoeba $split" "$teacher" "${teachers[@]}"

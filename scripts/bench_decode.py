@@ -10,6 +10,8 @@
    beam 4, mt against its CTranslate2 export in float32 and int8 (outputs end at EOS, as in normal use). Give
    --checkpoint more than once to set models side by side: each later one's speed is also printed as a ratio of
    the first's (a distilled student against its teacher's shape, say); --real-only leaves the synthetic out.
+   --shortlist FILE (`mt shortlist`) also times the last --checkpoint with that shortlist, mt's engine only, as
+   a model of its own ("NAME+shortlist").
 
 Each (engine, workload) runs in its own process, so that peak memory is its own. With --peers, each repeat
 also runs the harness's own decoding benchmark of those toolkits, in turn with mt's, so that this machine's
@@ -94,8 +96,8 @@ def synthetic(engine: str, limit: int | None = None) -> list[dict]:
     return results
 
 
-def real(engine: str, checkpoint: Path, source: Path, sentences: int) -> list[dict]:
-    """Translate the first `sentences` lines of `source` with a trained model."""
+def real(engine: str, checkpoint: Path, source: Path, sentences: int, shortlist: Path | None) -> list[dict]:
+    """Translate the first `sentences` lines of `source` with a trained model (and `shortlist`, if given)."""
     import resource
 
     import torch
@@ -114,7 +116,7 @@ def real(engine: str, checkpoint: Path, source: Path, sentences: int) -> list[di
         translator = load_translator(checkpoint, "cpu")
     results = []
     for mode, beam in (("greedy", 1), ("beam4", 4)):
-        decode = translator.decode.replace(beam_size=beam, nbest=1)
+        decode = translator.decode.replace(beam_size=beam, nbest=1, shortlist=str(shortlist or ""))
         start = time.perf_counter()
         outputs = translator.translate_lines(lines, decode)
         seconds = time.perf_counter() - start
@@ -218,16 +220,21 @@ def real_name(checkpoint: Path) -> str:
     return checkpoint.parent.parent.name if checkpoint.parent.name == "checkpoints" else checkpoint.name
 
 
-def print_ratios(table: dict, checkpoints: list[Path]) -> None:
-    """Each later checkpoint's sentences/s as a ratio of the first's, engine by engine."""
-    first, *others = [real_name(c) for c in checkpoints]
+def print_ratios(table: dict, names: list[str]) -> None:
+    """Each later model's sentences/s as a ratio of the first's, engine by engine (–: not timed)."""
+    first, *others = names
+
+    def ratio(name, engine, mode):
+        rows = [table.get((f"real {n}", engine, mode)) for n in (name, first)]
+        if not all(rows):
+            return "–"
+        other, base = (statistics.median(r["sent_per_s"] for r in these) for these in rows)
+        return f"{other / base:.2f}×"
     print(f"\n| engine | mode | {' | '.join(f'{o} ÷ {first}' for o in others)} |")
     print(f"|---|---|{'---:|' * len(others)}")
     for engine in ENGINES:
         for mode in ("greedy", "beam4"):
-            def median(name):
-                return statistics.median(r["sent_per_s"] for r in table[(f"real {name}", engine, mode)])
-            print(f"| {engine} | {mode} | {' | '.join(f'{median(o) / median(first):.2f}×' for o in others)} |")
+            print(f"| {engine} | {mode} | {' | '.join(ratio(o, engine, mode) for o in others)} |")
 
 
 def main() -> None:
@@ -236,6 +243,7 @@ def main() -> None:
                         help="also time a trained model on real sentences (more than once: several, side by side)")
     parser.add_argument("--src", type=Path, default=NEWS, help="real: the sentences (default: newstest2021's)")
     parser.add_argument("--sentences", type=int, default=500, help="real: the first N sentences of --src")
+    parser.add_argument("--shortlist", type=Path, help="real: also time the last --checkpoint with this shortlist")
     parser.add_argument("--real-only", action="store_true", help="leave the synthetic workload out")
     parser.add_argument("--synthetic-sentences", type=int, metavar="N",
                         help="synthetic: the first N of the peers' 200 (a quick check, not to set beside the peers)")
@@ -253,15 +261,20 @@ def main() -> None:
         if engine != "mt":
             load_ctranslate2_first()
         rows = (synthetic(engine, args.synthetic_sentences) if workload == "synthetic"
-                else real(engine, args.checkpoint[0], args.src, args.sentences))
+                else real(engine, args.checkpoint[0], args.src, args.sentences, args.shortlist))
         print(json.dumps(rows))
         return
-    if args.real_only and not args.checkpoint:
-        parser.error("--real-only needs a --checkpoint")
-    # (the table's name, the child's workload, its options)
-    workloads = ([] if args.real_only else [("synthetic", "synthetic", [])]) + [
-        (f"real {real_name(c)}", "real", ["--checkpoint", str(c), "--src", str(args.src)]) for c in args.checkpoint]
-    if len({name for name, _, _ in workloads}) < len(workloads):
+    if (args.real_only or args.shortlist) and not args.checkpoint:
+        parser.error("--real-only and --shortlist need a --checkpoint")
+    # (the table's name, the child's workload, its options, its engines)
+    workloads = ([] if args.real_only else [("synthetic", "synthetic", [], ENGINES)]) + [
+        (f"real {real_name(c)}", "real", ["--checkpoint", str(c), "--src", str(args.src)], ENGINES)
+        for c in args.checkpoint]
+    if args.shortlist:
+        workloads.append((f"real {real_name(args.checkpoint[-1])}+shortlist", "real",
+                          ["--checkpoint", str(args.checkpoint[-1]), "--src", str(args.src),
+                           "--shortlist", str(args.shortlist)], ("mt",)))
+    if len({name for name, *_ in workloads}) < len(workloads):
         parser.error("two checkpoints have the same run name: give checkpoints of different runs")
     results = Path(os.environ.get("BENCH_RESULTS") or Path(tempfile.mkdtemp()) / "peers.jsonl")
     before = peer_rows(results)  # rows of earlier runs in the same file are not this run's
@@ -269,8 +282,8 @@ def main() -> None:
     for _ in range(args.repeats):  # round-robin, so that machine noise spreads over every row
         for peer in args.peers:
             run_peer(peer, results)
-        for name, workload, options in workloads:
-            for engine in ENGINES:
+        for name, workload, options, engines in workloads:
+            for engine in engines:
                 command = [sys.executable, __file__, "--child", workload, engine,
                            "--sentences", str(args.sentences), *options]
                 if args.synthetic_sentences:
@@ -281,8 +294,9 @@ def main() -> None:
     peers = {key: rows[len(before.get(key, [])):] for key, rows in peer_rows(results).items()}
     peers = {key: rows for key, rows in peers.items() if rows}
     print_tables({**peers, **table}, list(dict.fromkeys(peer for _, peer, _ in peers)), args.repeats)
-    if len(args.checkpoint) > 1:
-        print_ratios(table, args.checkpoint)
+    names = [name.removeprefix("real ") for name, workload, *_ in workloads if workload == "real"]
+    if len(names) > 1:
+        print_ratios(table, names)
 
 
 if __name__ == "__main__":

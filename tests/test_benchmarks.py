@@ -147,10 +147,14 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
     deeper = tmp_path / "deeper.yaml"  # two decoder layers: student-tiny takes the teachers' last
     deeper.write_text(config.read_text(encoding="utf-8").replace("num_decoder_layers: 1", "num_decoder_layers: 2"),
                       encoding="utf-8")
-    env = {"OUT": str(tmp_path / "build-on"), "CONFIG": str(deeper), "STEPS": "4", "DATA": str(build_on_data),
-           "SENTENCES": "3", "REPEATS": "1", "DISTILL": "--min-len 3", "SET": "data.filters=[]"}
+    env = {"OUT": str(tmp_path / "build-on"), "CONFIG": str(deeper), "STEPS": "4", "TINY_STEPS": "6",
+           "DATA": str(build_on_data), "SENTENCES": "3", "REPEATS": "1", "DISTILL": "--min-len 3",
+           "SET": "data.filters=[]"}
     out = run("bench_build_on.sh", "distill", tmp_path=tmp_path, env=env)
-    tiny = load_checkpoint(tmp_path / "build-on" / "student-tiny" / "checkpoints" / "last.pt")["init_from"]
+    last = load_checkpoint(tmp_path / "build-on" / "student-tiny" / "checkpoints" / "last.pt")
+    assert last["step"] == 6 and load_checkpoint(tmp_path / "build-on" / "student-base" / "checkpoints" /
+                                                 "last.pt")["step"] == 4
+    tiny = last["init_from"]
     first_teacher = tmp_path / "build-on" / "seed1" / "checkpoints" / "best.pt"
     assert tiny["checkpoint"] == str(first_teacher.resolve()) and tiny["layers"] == {"decoder": [1]}
     train = (build_on_data / "tatoeba" / "train.zh").read_text(encoding="utf-8").splitlines()
@@ -159,17 +163,21 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
     assert len((distilled / "train.en").read_text(encoding="utf-8").splitlines()) == len(train)
     assert lines_like(rf"== the teacher translated {len(train)} sources in \d+ s \(less where .*\)", out)
     for name in ("teacher: ensemble of seeds 1, 2, 3", "seed 1: the students' recipe on the human pairs",
-                 "student-base", "student-tiny"):
+                 "student-base", "student-tiny", "student-tiny with its shortlist"):
         assert f"== {name}, tatoeba, beam 5" in out
-    assert len(bleu_lines(out)) == 4
+    assert len(bleu_lines(out)) == 5
+    assert (tmp_path / "build-on" / "student-tiny" / "shortlist.pt").is_file()
     # bench_decode.py with three checkpoints: each engine's row per model, then the students' speed as ratios
     for engine in ("mt", "ctranslate2 float32", "ctranslate2 int8"):
         for mode in ("greedy", "beam4"):
             for name in ("seed1", "student-base", "student-tiny"):
                 row = rf"\| real {name} \| {engine} \| {mode} \| {NUMBER} \({NUMBER}–{NUMBER}\) \| .*"
                 assert lines_like(row, out)
-            assert lines_like(rf"\| {engine} \| {mode} \| {NUMBER}× \| {NUMBER}× \|", out)
-    assert "| engine | mode | student-base ÷ seed1 | student-tiny ÷ seed1 |" in out and "synthetic" not in out
+            shortlisted = f"{NUMBER}×" if engine == "mt" else "–"  # a shortlist narrows mt's own engine only
+            assert lines_like(rf"\| {engine} \| {mode} \| {NUMBER}× \| {NUMBER}× \| {shortlisted} \|", out)
+        assert lines_like(rf"\| real student-tiny\+shortlist \| mt \| beam4 \| {NUMBER} .*", out)
+    assert ("| engine | mode | student-base ÷ seed1 | student-tiny ÷ seed1 | student-tiny+shortlist ÷ seed1 |" in out
+            and "synthetic" not in out)
 
     # distill-mixed in the same OUT: the teachers and their translations of the training sources are reused, the
     # monolingual sources translated; each student reads the human pairs, then both translations
@@ -201,8 +209,8 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
         config_yaml = yaml.safe_load((taught / f"student-mono-{student}" / "config.yaml").read_text(encoding="utf-8"))
         assert config_yaml["data"]["train"]["repeat"] == 2
         assert [corpus["path"] for corpus in config_yaml["data"]["extra_train"]] == [f"{taught}/distilled-mono/train"]
-    assert f"== teacher: {teacher}, tatoeba, beam 5" in out and len(bleu_lines(out)) == 4
-    assert lines_like(rf"\| mt \| beam4 \| {NUMBER}× \| {NUMBER}× \|", out)
+    assert f"== teacher: {teacher}, tatoeba, beam 5" in out and len(bleu_lines(out)) == 5
+    assert lines_like(rf"\| mt \| beam4 \| {NUMBER}× \| {NUMBER}× \| {NUMBER}× \|", out)
 
 
 def test_bench_build_on_backtranslate(config, build_on_data, corpus_dir, tmp_path):

@@ -13,10 +13,11 @@ PACKAGES = [  # bottom up: text → pieces → ids → batches → model → sea
 MODULES = {  # bottom up inside each package
     "core": [{"errors", "memory", "openmp"},
              {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_lock"}, {"device"}],
-    "data": [{"script_conversion"}, {"tokenizer"}, {"corpora"}, {"batching"}],
+    "data": [{"script_conversion", "word_translation"}, {"tokenizer"}, {"corpora"}, {"batching"}],
     "model": [{"dropout"}, {"transformer"}],
     "exchange": [{"checkpoint"}, {"export"}, {"marian"}, {"ctranslate2", "huggingface", "import_huggingface"}],
-    "decode": [{"cache", "packing"}, {"search"}, {"ctranslate2", "score"}, {"translator"}, {"evaluate", "distill"}],
+    "decode": [{"cache", "packing", "shortlist"}, {"search"}, {"ctranslate2", "score"}, {"translator"},
+               {"evaluate", "distill"}],
     "clean": [{"normalise", "lexical"}, {"filters", "contamination"}, {"cleaning"}, {"report"}],
     "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"documents", "texts"}],
     "train": [{"prepare", "loss", "training_log"}, {"trainer", "progress", "updates"}, {"validation"}, {"loop"}],

@@ -63,6 +63,8 @@ class CTranslate2Engine:
         CTranslate2 takes one limit per call, so each group of sentences with the same limit is one call: decoding
         to a longer limit and cutting would change a cut output's score, and the n-best list and its order. A
         length-sorted batch has few such groups."""
+        if decode.shortlist:
+            self.shortlist(decode.shortlist)
         found: list[list[Hypothesis]] = [[] for _ in src_ids]
         groups: dict[int, list[int]] = {}  # limit → the batch's rows with that limit
         for row, limit in enumerate(limits):
@@ -71,6 +73,9 @@ class CTranslate2Engine:
             for row, hyps in zip(rows, self._search([src_ids[row] for row in rows], limit, decode)):
                 found[row] = hyps
         return found
+
+    def shortlist(self, path: str) -> None:
+        raise MtError("--shortlist narrows mt's own engine: with --engine ctranslate2, leave it out")
 
     def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
         """The log-probability of each token of each target (pieces then EOS) given its source, teacher forced.

@@ -12,6 +12,7 @@ length penalty ((5 + length) / 6) ** alpha, its length counting EOS. With alpha 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import torch
@@ -23,6 +24,7 @@ from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.model.transformer import Transformer, make_pad_mask, make_tgt_mask
 from mt.decode.packing import PackedWeights
+from mt.decode.shortlist import Shortlist, shortlisted
 from mt.data.tokenizer import BOS, EOS, PAD
 
 
@@ -61,6 +63,9 @@ class SearchEngine(Protocol):
         """The decode.nbest best outputs of each source (ids) of one batch, best first, each of at most its limit's
         tokens."""
 
+    def shortlist(self, path: str) -> Shortlist:
+        """The shortlist file at `path` (decode.shortlist), read once; an engine without shortlists refuses it."""
+
     def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
         """Forced decoding (mt/decode/score.py): the log-probability of each token of each target (ids: pieces then
         EOS, no BOS) given its source (ids, EOS last), one batch of pairs."""
@@ -93,9 +98,11 @@ class Searcher:
     """mt's own engine: a model (or an ensemble) on a device. On the CPU, a search multiplies by weights packed into
     a BLAS library's layout (mt/decode/packing.py), kept from batch to batch."""
 
-    def __init__(self, model: Transformer | Ensemble, device: torch.device):
+    def __init__(self, model: Transformer | Ensemble, device: torch.device, vocab_hash: str = ""):
         self.ensemble, self.device = Ensemble.of(model), device
         self.packed = PackedWeights()
+        self.vocab_hash = vocab_hash  # its tokenizer's: a shortlist must be made for it
+        self._shortlists: dict[str, Shortlist] = {}
 
     @property
     def models(self) -> list[Transformer]:
@@ -115,18 +122,26 @@ class Searcher:
         tokens; greedy when decode.beam_size is 1; one drawn output each with decode.sample."""
         src = pad_ids(src_ids).to(self.device)                                                    # [B, S]
         max_len = torch.tensor(limits, device=self.device)                                        # [B]
+        vocab = self.shortlist(decode.shortlist).targets(src_ids).to(self.device) if decode.shortlist else None
         options = {"alpha": decode.alpha, "min_len": decode.min_len,
-                   "no_repeat_ngram_size": decode.no_repeat_ngram_size}
-        # oneDNN packs every product; MKL packs for one number of rows, that of the decoder's steps: B·beam (fewer
-        # once a beam search sentence is done)
-        parts = self.models if self.packed.library == "onednn" else [
-            module for model in self.models for module in (model.decoder, model.generator)]
+                   "no_repeat_ngram_size": decode.no_repeat_ngram_size, "vocab": vocab}
         beams = 1 if decode.sample else decode.beam_size
-        with self.packed.applied(parts, len(src_ids) * beams):
-            if beams == 1:
-                sampling = TokenSampling.of(decode, self.device) if decode.sample else None
-                return [[h] for h in greedy_search(self.ensemble, src, max_len, sampling=sampling, **options)]
-            return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
+        with shortlisted(self.models, vocab):
+            # oneDNN packs every product; MKL packs for one number of rows, that of the decoder's steps: B·beam
+            # (fewer once a beam search sentence is done)
+            parts = self.models if self.packed.library == "onednn" else [
+                module for model in self.models for module in (model.decoder, model.generator)]
+            with self.packed.applied(parts, len(src_ids) * beams):
+                if beams == 1:
+                    sampling = TokenSampling.of(decode, self.device) if decode.sample else None
+                    return [[h] for h in greedy_search(self.ensemble, src, max_len, sampling=sampling, **options)]
+                return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
+
+    def shortlist(self, path: str) -> Shortlist:
+        """The shortlist file at `path`, read once."""
+        if path not in self._shortlists:
+            self._shortlists[path] = Shortlist.load(Path(path), self.vocab_hash)
+        return self._shortlists[path]
 
     def cross_attention(self, src_ids: list[int], tgt_ids: list[int]) -> Tensor:
         """The model's cross-attention of a target given its source, teacher forced: [layers, heads, T, S]."""
@@ -164,28 +179,44 @@ class StepDecoder:
     """Next-token log-probabilities for a batch of prefixes of the sources src [B,S], from a model or the weighted
     mean of an ensemble's (each model with its own memory and cache), with the search's constraints applied.
 
-    With `beams` K, the prefixes come in groups of K per sentence.
+    With `beams` K, the prefixes come in groups of K per sentence. With a shortlist's `vocab` [V'] (target ids,
+    ascending; the models' generators give its logits only, mt/decode/shortlist.py), log-probabilities are over
+    its ids, column c for id vocab[c]; `ids` turns columns into ids.
     """
 
     def __init__(self, model: Transformer | Ensemble, src: Tensor, use_cache: bool, max_len: int, min_len: int = 0,
-                 no_repeat_ngram_size: int = 0, beams: int = 1):
+                 no_repeat_ngram_size: int = 0, beams: int = 1, vocab: Tensor | None = None):
         ensemble = Ensemble.of(model)
         src_mask = make_pad_mask(src, PAD)                                                        # [B,1,1,S]
         self.members = [ModelStep(m, m.encode(src, src_mask), src_mask, use_cache, max_len, beams)
                         for m in ensemble.models]
         self.weights, self.min_len, self.no_repeat_ngram_size = ensemble.weights, min_len, no_repeat_ngram_size
+        self.vocab = vocab
+        if vocab is not None:  # [V]: each id's column, -1 for ids outside the shortlist
+            self.column = torch.full((ensemble.models[0].tgt_embed.embedding.num_embeddings,), -1, device=src.device)
+            self.column[vocab] = torch.arange(len(vocab), device=src.device)
+        pad, bos, self.eos = self.columns(torch.tensor([PAD, BOS, EOS], device=src.device)).tolist()
+        self.never = [c for c in (pad, bos) if c >= 0]  # never outputs
+
+    def ids(self, columns: Tensor) -> Tensor:
+        """Columns of log_probs → target ids (the same with the whole vocabulary)."""
+        return columns if self.vocab is None else self.vocab[columns]
+
+    def columns(self, ids: Tensor) -> Tensor:
+        """Target ids → their columns of log_probs, -1 for those outside the shortlist."""
+        return ids if self.vocab is None else self.column[ids]
 
     def log_probs(self, prefixes: Tensor) -> Tensor:
-        """prefixes [N, t] (BOS first) → log-probabilities of the next token [N, V]."""
+        """prefixes [N, t] (BOS first) → log-probabilities of the next token [N, V] (or [N, V']: see `vocab`)."""
         if len(self.members) == 1:  # a model alone: its own log-probabilities, untouched
             log_probs = self.members[0].log_probs(prefixes)
         else:  # each member once: a step appends to its cache
             log_probs = sum(w * member.log_probs(prefixes) for w, member in zip(self.weights, self.members))
-        log_probs[:, [PAD, BOS]] = float("-inf")  # never outputs
-        if prefixes.size(1) <= self.min_len:  # fewer than min_len tokens so far (BOS aside): no EOS yet
-            log_probs[:, EOS] = float("-inf")
+        log_probs[:, self.never] = float("-inf")
+        if prefixes.size(1) <= self.min_len and self.eos >= 0:  # fewer than min_len tokens so far (BOS aside)
+            log_probs[:, self.eos] = float("-inf")
         if self.no_repeat_ngram_size:
-            block_repeated_ngrams(log_probs, prefixes[:, 1:], self.no_repeat_ngram_size)
+            block_repeated_ngrams(log_probs, prefixes[:, 1:], self.no_repeat_ngram_size, self.columns)
         return log_probs
 
     def select(self, rows: Tensor, same_sentences: bool) -> None:
@@ -226,16 +257,18 @@ class ModelStep:
             self.memory, self.src_mask = self.memory.index_select(0, rows), self.src_mask.index_select(0, rows)
 
 
-def block_repeated_ngrams(log_probs: Tensor, tokens: Tensor, n: int) -> None:
+def block_repeated_ngrams(log_probs: Tensor, tokens: Tensor, n: int, columns=lambda ids: ids) -> None:
     """Forbid each next token that would repeat an n-gram already in its row of `tokens` [N, t] (the output so
-    far): where the last n-1 tokens occurred before, the token that followed them then gets -inf in log_probs."""
+    far): where the last n-1 tokens occurred before, the token that followed them then gets -inf in log_probs, at
+    its column (`columns`: ids → columns, -1 for none)."""
     if tokens.size(1) < n:
         return
     grams = tokens.unfold(1, n, 1)                                            # [N, t-n+1, n]
     context = tokens[:, tokens.size(1) - n + 1:]                              # [N, n-1]
     repeats = (grams[:, :, :-1] == context[:, None, :]).all(dim=-1)           # [N, t-n+1]
     rows, starts = repeats.nonzero(as_tuple=True)
-    log_probs[rows, grams[rows, starts, -1]] = float("-inf")
+    banned = columns(grams[rows, starts, -1])
+    log_probs[rows[banned >= 0], banned[banned >= 0]] = float("-inf")
 
 
 @dataclass
@@ -270,20 +303,21 @@ class TokenSampling:
 @torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
 def greedy_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, use_cache: bool = True,
                   alpha: float = 0.0, min_len: int = 0, no_repeat_ngram_size: int = 0,
-                  sampling: TokenSampling | None = None) -> list[Hypothesis]:
+                  sampling: TokenSampling | None = None, vocab: Tensor | None = None) -> list[Hypothesis]:
     """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step, or one
     drawn by `sampling`. An output's score is its log-probability under the model (the temperature aside), which
-    alpha normalises (see the module's docstring) as beam search would."""
-    decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size)
+    alpha normalises (see the module's docstring) as beam search would. With `vocab` (a shortlist's target ids,
+    with the models' generators narrowed to them) it chooses among those only."""
+    decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size, vocab=vocab)
     batch = src.size(0)
     ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
     log_prob = torch.zeros(batch, device=src.device)
     finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
     for step in range(int(max_len.max())):  # finished rows stay in the batch: every step has B rows
         log_probs = decoder.log_probs(ys)                                  # [B, V]
-        next_token = log_probs.argmax(dim=-1) if sampling is None else sampling.draw(log_probs)   # [B]
-        log_prob += log_probs.gather(-1, next_token[:, None]).squeeze(-1).masked_fill(finished, 0.0)
-        next_token = next_token.masked_fill(finished, PAD)
+        choice = log_probs.argmax(dim=-1) if sampling is None else sampling.draw(log_probs)   # [B]: columns
+        log_prob += log_probs.gather(-1, choice[:, None]).squeeze(-1).masked_fill(finished, 0.0)
+        next_token = decoder.ids(choice).masked_fill(finished, PAD)
         ys = torch.cat([ys, next_token[:, None]], dim=1)
         finished |= (next_token == EOS) | (step + 1 >= max_len)
         if finished.all():
@@ -303,17 +337,18 @@ def length_penalty(length: int, alpha: float) -> float:
 
 @torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
 def beam_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, beam_size: int, alpha: float = 0.0,
-                nbest: int = 1, use_cache: bool = True, min_len: int = 0,
-                no_repeat_ngram_size: int = 0) -> list[list[Hypothesis]]:
+                nbest: int = 1, use_cache: bool = True, min_len: int = 0, no_repeat_ngram_size: int = 0,
+                vocab: Tensor | None = None) -> list[list[Hypothesis]]:
     """Batched beam search: B sentences × K beams decoded together. Returns the `nbest` best outputs per
     sentence, best first, by log-probability / length_penalty(output length incl. EOS, alpha).
 
     A finished hypothesis is kept; a sentence stops when it has `nbest` finished ones and no open one can
     beat them any more (log-probabilities only fall; with alpha > 0 the penalty is at most that of max_len).
+    With `vocab`, as greedy_search.
     """
     batch, k = src.size(0), beam_size
     device = src.device
-    decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size, beams=k)
+    decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size, k, vocab)
     ys = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)          # [B*K, t]
     scores = torch.full((batch, k), float("-inf"), device=device)
     scores[:, 0] = 0.0                                                              # one live beam at first
@@ -329,7 +364,7 @@ def beam_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, bea
         candidates = (scores.view(-1, 1) + row_best).view(len(active), k * width)   # [N, K*2K]
         top_scores, top_index = candidates.topk(min(2 * k, k * width), dim=-1)      # [N, 2K]
         top_rows = top_index // width + torch.arange(len(active), device=device)[:, None] * k
-        top_tokens = row_tokens.view(len(active), k * width).gather(1, top_index)
+        top_tokens = decoder.ids(row_tokens.view(len(active), k * width).gather(1, top_index))
         top_scores, top_rows, top_tokens = top_scores.tolist(), top_rows.tolist(), top_tokens.tolist()
         survivors, still_active = [], []                                            # (row, token, score)
         for n, sentence in enumerate(active):

@@ -139,7 +139,7 @@ def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto
     if len(paths) > 1:
         facts["ensemble"] = [str(path) for path in paths]
         model = Ensemble([member for member, *_ in loaded], weights)
-    return Translator(Searcher(model, torch_device), tokenizer, config, facts)
+    return Translator(Searcher(model, torch_device, tokenizer.vocab_hash), tokenizer, config, facts)
 
 
 def ensemble_weights(weights: list[float] | None, models: int) -> list[float]:
