@@ -1,6 +1,7 @@
 """`mt distill`: a teacher's translations of source lines become a corpus of pairs; a stopped distillation continues
 to the same files as an uninterrupted one; one made another way, or a directory of something else, is refused."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,10 @@ def test_a_stopped_distillation_continues_to_the_same_corpus(teacher, sources, t
     again = []
     assert distill(translator, made_by, sources, tmp_path / "stopped", decode, again.append).pairs == 29
     assert again == []  # complete: nothing translated again
+    state = json.loads((tmp_path / "stopped" / STATE_FILE).read_text(encoding="utf-8"))
+    del state["recipe"]["decode"]["shortlist"]  # as a distillation made before mt had that key
+    (tmp_path / "stopped" / STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+    assert distill(translator, made_by, sources, tmp_path / "stopped", decode).complete
 
 
 def test_a_distillation_made_another_way_or_something_else_is_refused(teacher, sources, tmp_path):

@@ -108,6 +108,8 @@ def _resume(output: Path, made_by: dict) -> Progress:
     try:
         saved = json.loads(state.read_text(encoding="utf-8"))
         theirs, done = saved["recipe"], Progress(**{**saved["progress"], "sizes": tuple(saved["progress"]["sizes"])})
+        # decode keys that mt gained after this distillation started were at their defaults then
+        theirs["decode"] = {**dataclasses.asdict(DecodeConfig()), **theirs["decode"]}
     except (ValueError, KeyError, TypeError):
         raise MtError(f"{state}: damaged (not mt's distillation state); give a new directory")
     for part, words in PARTS.items():
