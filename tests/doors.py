@@ -48,6 +48,7 @@ class World:
     checkpoint: Path
     ct2: Path
     hf: Path
+    shortlist: Path
     closing: contextlib.ExitStack
     url: str = ""  # the server's, once the HTTP door has started it
 
@@ -74,9 +75,11 @@ def build_world(root: Path) -> World:
     config.write_text(tiny_yaml(corpus, root / "run", max_steps=4, eval_every=4), encoding="utf-8")
     run = train(load_config([config]))
     checkpoint = run / "checkpoints" / "last.pt"
-    world = World(root, config, run, checkpoint, root / "ct2", root / "hf", contextlib.ExitStack())
-    for kind, path in (("--ctranslate2", world.ct2), ("--huggingface", world.hf)):
-        outcome = mt_cli(["export", kind, str(path), "--checkpoint", str(checkpoint)], root)
+    world = World(root, config, run, checkpoint, root / "ct2", root / "hf", root / "shortlist.pt",
+                  contextlib.ExitStack())
+    for command in (["export", "--ctranslate2", str(world.ct2)], ["export", "--huggingface", str(world.hf)],
+                    ["shortlist", "-o", str(world.shortlist)]):
+        outcome = mt_cli([*command, "--checkpoint", str(checkpoint)], root)
         assert outcome.status == 0, outcome.stderr
     return world
 
@@ -286,6 +289,15 @@ def check_checkpoint(world: World, recipe: list) -> None:
                 raise Failure(f"a damaged file was refused as code: {outcome.stderr}")
     if [p.name for p in work.iterdir()] != ["model.pt"]:
         raise Failure(f"mt translate left files: {sorted(p.name for p in work.iterdir())}")
+
+
+def check_shortlist(world: World, recipe: list) -> None:
+    """A damaged shortlist (mt shortlist's file): mt translate with it gives one line, or translates."""
+    work = workdir(world)
+    (work / "list.pt").write_bytes(damaged(recipe, read(world.shortlist)))
+    with writes_only(world.root, lambda name: name.startswith("work/")):
+        one_line_or_success(mt_cli(["translate", "--checkpoint", str(world.checkpoint), "--shortlist", "list.pt",
+                                    "我爱你。"], work), "mt translate")
 
 
 # Callables a pickle can name: each is refused, and none is called.
@@ -603,6 +615,8 @@ DOORS = {door.name: door for door in [
     Door("checkpoint", lambda w: st.one_of(recipes(read(w.checkpoint)), zip_recipes(read(w.checkpoint))),
          check_checkpoint),
     Door("checkpoint-code", code_pickle, check_code),
+    Door("shortlist", lambda w: st.one_of(recipes(read(w.shortlist)), zip_recipes(read(w.shortlist))),
+         check_shortlist),
     Door("tokenizer", lambda w: recipes(read(w.run / "spm.model")), check_tokenizer),
     Door("config", yaml_documents, check_config),
     Door("set", set_strings, check_sets),

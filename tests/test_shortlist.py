@@ -8,7 +8,7 @@ from conftest import tiny_yaml
 from mt.core.errors import MtError
 from mt.data.tokenizer import BOS, EOS, PAD, UNK
 from mt.decode.search import beam_search, greedy_search
-from mt.decode.shortlist import Shortlist, learn_shortlist, shortlisted
+from mt.decode.shortlist import FORMAT, Shortlist, learn_shortlist, shortlisted
 from test_cli import assert_one_line_error, mt, mt_in_process
 from test_search import MAX_LEN, SRC, peaky_model
 
@@ -79,11 +79,18 @@ def test_a_foreign_or_mismatched_file_is_refused_in_one_line(tmp_path):
     foreign = tmp_path / "weights.pt"
     torch.save({"model": torch.zeros(2)}, foreign)
     with pytest.raises(MtError, match="not a shortlist"):
-        Shortlist.load(foreign, "h")
+        Shortlist.load(foreign, "h", (VOCAB, VOCAB))
+    damaged = tmp_path / "damaged.pt"
+    torch.save({"format": FORMAT, "translations": torch.zeros(2)}, damaged)
+    with pytest.raises(MtError, match="damaged"):
+        Shortlist.load(damaged, "h", (VOCAB, VOCAB))
     made = tmp_path / "shortlist.pt"
     Shortlist(torch.full((VOCAB, 2), -1), torch.tensor([EOS]), True, "other").save(made)
     with pytest.raises(MtError, match="another vocabulary"):
-        Shortlist.load(made, "h")
+        Shortlist.load(made, "h", (VOCAB, VOCAB))
+    assert Shortlist.load(made, "other", (VOCAB, VOCAB)).vocab_hash == "other"
+    with pytest.raises(MtError, match="do not fit"):  # ids past the model's target pieces
+        Shortlist.load(made, "other", (VOCAB, EOS))
 
 
 def test_mt_shortlist_then_translate_with_it(corpus_dir, tmp_path):

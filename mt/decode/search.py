@@ -140,7 +140,9 @@ class Searcher:
     def shortlist(self, path: str) -> Shortlist:
         """The shortlist file at `path`, read once."""
         if path not in self._shortlists:
-            self._shortlists[path] = Shortlist.load(Path(path), self.vocab_hash)
+            model = self.models[0]
+            sizes = model.src_embed.embedding.num_embeddings, model.tgt_embed.embedding.num_embeddings
+            self._shortlists[path] = Shortlist.load(Path(path), self.vocab_hash, sizes)
         return self._shortlists[path]
 
     def cross_attention(self, src_ids: list[int], tgt_ids: list[int]) -> Tensor:

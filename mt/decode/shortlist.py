@@ -12,26 +12,25 @@ only, so an output can differ from the full search's where its best piece lies o
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import zipfile
-
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from mt.data.word_translation import Sides, Table, chunks
 from mt.core.atomic import Kind, atomic_open
 from mt.core.errors import MtError
 from mt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
+from mt.data.word_translation import Sides, Table, chunks
 from mt.model.transformer import Transformer
 
 FORMAT = "mt shortlist 1"
 SHORTLIST = Kind("a shortlist", lambda path: zipfile.is_zipfile(path) and Shortlist.is_one(path))
-MAX_PAIRS = 200_000  # learned from at most this many pairs, drawn at random: the table of the likeliest changes little
+MAX_PAIRS = 200_000  # pairs drawn and tokenised at most; the tables learn from as many as MAX_LINKS allows
 
 
 @dataclass
@@ -63,8 +62,9 @@ class Shortlist:
             return False
 
     @classmethod
-    def load(cls, path: Path, vocab_hash: str) -> Shortlist:
-        """A shortlist file made by `mt shortlist`, for the model whose tokenizer has `vocab_hash` (if given)."""
+    def load(cls, path: Path, vocab_hash: str, vocab_sizes: tuple[int, int]) -> Shortlist:
+        """A shortlist file made by `mt shortlist`, for the model whose tokenizer has `vocab_hash` (if given) and
+        whose vocabularies have `vocab_sizes` (source, target) pieces."""
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except FileNotFoundError:
@@ -73,16 +73,32 @@ class Shortlist:
             raise MtError(f"{path}: not a shortlist made by `mt shortlist` ({type(e).__name__})") from None
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             raise MtError(f"{path}: not a shortlist made by `mt shortlist`")
-        if vocab_hash and state["vocab_hash"] != vocab_hash:
-            raise MtError(f"{path}: a shortlist for another vocabulary (hash {state['vocab_hash']}, the model's "
+        try:
+            found = cls(state["translations"].long(), state["always"].long(), bool(state["joint"]),
+                        str(state["vocab_hash"]))
+        except (KeyError, AttributeError):
+            raise MtError(f"{path}: a damaged shortlist; make it again with `mt shortlist`") from None
+        if vocab_hash and found.vocab_hash != vocab_hash:
+            raise MtError(f"{path}: a shortlist for another vocabulary (hash {found.vocab_hash}, the model's "
                           f"{vocab_hash}); make one for this model with `mt shortlist`")
-        return cls(state["translations"], state["always"], state["joint"], state["vocab_hash"])
+        src_size, tgt_size = vocab_sizes
+        if (found.translations.dim() != 2 or len(found.translations) != src_size or found.always.dim() != 1
+                or not _within(found.translations, -1, tgt_size) or not _within(found.always, 0, tgt_size)):
+            raise MtError(f"{path}: a damaged shortlist (its pieces do not fit the model's vocabulary); make it "
+                          f"again with `mt shortlist`")
+        return found
+
+
+def _within(ids: Tensor, low: int, high: int) -> bool:
+    """Whether every id is in [low, high)."""
+    return ids.numel() == 0 or (int(ids.min()) >= low and int(ids.max()) < high)
 
 
 def learn_shortlist(src_texts: list[str], tgt_texts: list[str], tokenizer: Tokenizer, translations: int,
                     frequent: int, seed: int = 0) -> Shortlist:
     """Each source piece's `translations` likeliest target pieces by t(e | f) of IBM Model 1, learned from at most
-    MAX_PAIRS of the pairs (and MAX_LINKS links); the `frequent` most frequent target pieces of all of them."""
+    MAX_PAIRS of the pairs, drawn at random (and at most word_translation.MAX_LINKS links), and the `frequent` most
+    frequent target pieces of those pairs."""
     rows = np.random.default_rng(seed).permutation(len(src_texts))[:MAX_PAIRS]
     src = _sides(tokenizer.encode_src([src_texts[i] for i in rows]))
     tgt = _sides(tokenizer.encode_tgt([tgt_texts[i] for i in rows]))
@@ -103,7 +119,7 @@ def learn_shortlist(src_texts: list[str], tgt_texts: list[str], tokenizer: Token
 
 
 def _sides(ids: list[list[int]]) -> Sides:
-    """Pieces of many sentences as lexical.Sides, without PAD, UNK, BOS and EOS, which translate nothing."""
+    """Pieces of many sentences as word_translation.Sides, without PAD, UNK, BOS and EOS, which translate nothing."""
     kept = [[i for i in row if i > EOS] for row in ids]
     return Sides(np.fromiter((i for row in kept for i in row), dtype=np.int64),
                  np.array([len(row) for row in kept], dtype=np.int64))
