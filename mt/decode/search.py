@@ -193,8 +193,8 @@ class StepDecoder:
         self.members = [ModelStep(m, m.encode(src, src_mask), src_mask, use_cache, max_len, beams)
                         for m in ensemble.models]
         self.weights, self.min_len, self.no_repeat_ngram_size = ensemble.weights, min_len, no_repeat_ngram_size
-        self.vocab = vocab
-        if vocab is not None:  # [V]: each id's column, -1 for ids outside the shortlist
+        self.vocab, self.column = vocab, None  # column [V]: each id's column, -1 for ids outside the shortlist
+        if vocab is not None:
             self.column = torch.full((ensemble.models[0].tgt_embed.embedding.num_embeddings,), -1, device=src.device)
             self.column[vocab] = torch.arange(len(vocab), device=src.device)
         pad, bos, self.eos = self.columns(torch.tensor([PAD, BOS, EOS], device=src.device)).tolist()

@@ -44,7 +44,7 @@ class Shortlist:
 
     def targets(self, src_ids: list[list[int]]) -> Tensor:
         """The target ids the sources of one batch may turn into, ascending [V']; never PAD or BOS."""
-        pieces = torch.tensor(sorted({i for ids in src_ids for i in ids}), dtype=torch.long)      # [P]
+        pieces = torch.tensor([i for ids in src_ids for i in ids], dtype=torch.long).unique()     # [P]
         parts = [self.translations[pieces].flatten(), self.always] + ([pieces] if self.joint else [])
         allowed = torch.cat(parts).unique()                                                       # ascending
         return allowed[(allowed >= 0) & (allowed != PAD) & (allowed != BOS)]
