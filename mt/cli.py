@@ -418,6 +418,17 @@ def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
     print("\n".join(evaluate_test_set(translator, sources, references, decode, output, translate).lines()))
 
 
+def _parallel_lines(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
+    """The lines of --src and --tgt, one translation per source line."""
+    from mt.core.lines import read_lines
+
+    sources, targets = read_lines(src), read_lines(tgt)
+    if len(sources) != len(targets):
+        raise MtError(f"--src {src} has {len(sources):,} lines but --tgt {tgt} has {len(targets):,}: "
+                      "give one translation per source line")
+    return sources, targets
+
+
 @app.command()
 def score(src: Annotated[Path, typer.Option("--src", help="Source lines.")],
           tgt: Annotated[Path, typer.Option("--tgt", help="Their translations, one per source line.")],
@@ -429,14 +440,10 @@ def score(src: Annotated[Path, typer.Option("--src", help="Source lines.")],
     import math
     import time
 
-    from mt.core.lines import read_lines
     from mt.decode.translator import load_translator
 
     _check_outputs((output, TEXT))
-    sources, targets = read_lines(src), read_lines(tgt)  # first: bad input is reported before the model loads
-    if len(sources) != len(targets):
-        raise MtError(f"--src {src} has {len(sources):,} lines but --tgt {tgt} has {len(targets):,}: "
-                      "give one translation per source line")
+    sources, targets = _parallel_lines(src, tgt)  # first: bad input is reported before the model loads
     translator = load_translator(checkpoint, device, engine, weights, compute_type)
     start = time.perf_counter()
     scores = translator.score(sources, targets)
@@ -495,23 +502,33 @@ def shortlist(output: Annotated[Path, typer.Option("--output", "-o", help="The s
               translations: Annotated[int, typer.Option(
                   "--translations", min=1, help="Target pieces kept per source piece, likeliest first.")] = 50,
               frequent: Annotated[int, typer.Option(
-                  "--frequent", min=0, help="The target language's most frequent pieces, allowed always.")] = 100):
+                  "--frequent", min=0, help="The target language's most frequent pieces, allowed always.")] = 100,
+              src: Annotated[Optional[Path], typer.Option(
+                  "--src", help="Learn from these source lines instead (with --tgt): a model without its "
+                  "training corpora in its config, such as an imported one.")] = None,
+              tgt: Annotated[Optional[Path], typer.Option("--tgt", help="Their translations, line by line.")]
+              = None):
     """Learn a lexical shortlist from the corpora a checkpoint was trained on (its config's data.train and
-    data.extra_train): translate with --shortlist FILE to score only the target pieces a batch's sources may turn
-    into (word-translation tables of IBM Model 1)."""
+    data.extra_train), or from --src and --tgt: translate with --shortlist FILE to score only the target pieces a
+    batch's sources may turn into (word-translation tables of IBM Model 1)."""
     import torch
 
     from mt.data.corpora import TrainingMixture
     from mt.decode.shortlist import SHORTLIST, learn_shortlist
     from mt.exchange.checkpoint import default_checkpoint, load_model
 
+    if (src is None) != (tgt is None):
+        raise MtError("give both --src and --tgt (parallel lines), or neither (the checkpoint's training corpora)")
     _check_outputs((output, SHORTLIST))
+    sources, targets = _parallel_lines(src, tgt) if src else ([], [])  # first: bad input before the model loads
     source = checkpoint or default_checkpoint()
     _, tokenizer, config, _ = load_model(source, torch.device("cpu"))
-    pairs = TrainingMixture(config.data, config.train.seed).pairs
-    found = learn_shortlist(pairs["src"], pairs["tgt"], tokenizer, translations, frequent, config.train.seed)
+    if not src:
+        pairs = TrainingMixture(config.data, config.train.seed).pairs
+        sources, targets = pairs["src"], pairs["tgt"]
+    found = learn_shortlist(sources, targets, tokenizer, translations, frequent, config.train.seed)
     found.save(output)
-    log.info(f"shortlist of {source}'s vocabulary from {len(pairs):,} training pairs → {output} "
+    log.info(f"shortlist of {source}'s vocabulary from {len(sources):,} pairs → {output} "
              f"(translate with --shortlist {output})")
 
 
@@ -527,7 +544,10 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
            = None,
            evaluate: Annotated[bool, typer.Option(
                "--evaluate", help="Hugging Face: also translate the config's test set and put its scores in the "
-               "model card.")] = False):
+               "model card.")] = False,
+           shortlist: Annotated[Optional[Path], typer.Option(
+               "--shortlist", help="CTranslate2: also write this `mt shortlist` file as its vocabulary map "
+               "(vmap.txt), which translate_batch(use_vmap=True) reads.")] = None):
     """Convert a checkpoint and its SentencePiece model into a CTranslate2 or a Hugging Face model directory.
     The directory must be new, or an earlier export, which is replaced whole."""
     from mt.exchange.checkpoint import default_checkpoint
@@ -535,11 +555,19 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
     if (ctranslate2 is None) == (huggingface is None):
         raise MtError("give one of --ctranslate2 DIR and --huggingface DIR")
     source = checkpoint or default_checkpoint()
+    if shortlist is not None and ctranslate2 is None:
+        raise MtError("--shortlist: a vocabulary map is CTranslate2's; give --ctranslate2 DIR")
     if ctranslate2 is not None:
+        from mt.decode.ctranslate2 import vocabulary_map
+        from mt.decode.shortlist import Shortlist
         from mt.exchange.ctranslate2 import EXPORT, export_ctranslate2
 
+        def vmap(tokenizer):
+            sizes = tokenizer.src_vocab_size, tokenizer.tgt_vocab_size
+            return vocabulary_map(Shortlist.load(shortlist, tokenizer.vocab_hash, sizes), tokenizer)
+
         _check_outputs((ctranslate2, EXPORT))
-        export_ctranslate2(source, ctranslate2, quantization)
+        export_ctranslate2(source, ctranslate2, quantization, vmap if shortlist else None)
         log.info(f"exported {source} → {ctranslate2} (translate with: mt translate --engine ctranslate2 "
                  f"--checkpoint {ctranslate2})")
         return

@@ -430,7 +430,8 @@ class DecodeConfig:
                           per_request=False)
     shortlist: str = key("", "A file made by `mt shortlist`: each step scores only the target pieces that the "
                          "batch's sources may turn into, not the whole vocabulary (faster, most for small models; "
-                         "mt's engine). Empty: the whole vocabulary.", per_request=False)
+                         "CTranslate2's engine reads it as its vocabulary map). Empty: the whole vocabulary.",
+                         per_request=False)
     sample: Bool = key(False, "Draw each next token at random from the model's distribution (narrowed by top_k, "
                        "top_p and temperature) instead of searching for the likeliest output: varied outputs, as "
                        "back-translation wants (Edunov et al., 2018). One output per sentence; seeded by seed.",

@@ -10,8 +10,8 @@
    beam 4, mt against its CTranslate2 export in float32 and int8 (outputs end at EOS, as in normal use). Give
    --checkpoint more than once to set models side by side: each later one's speed is also printed as a ratio of
    the first's (a distilled student against its teacher's shape, say); --real-only leaves the synthetic out.
-   --shortlist FILE (`mt shortlist`) also times the last --checkpoint with that shortlist, mt's engine only, as
-   a model of its own ("NAME+shortlist").
+   --shortlist FILE (`mt shortlist`) also times the last --checkpoint with that shortlist, as a model of its own
+   ("NAME+shortlist"): mt's search narrowed to it, and CTranslate2's with it as its vocabulary map.
 
 Each (engine, workload) runs in its own process, so that peak memory is its own. With --peers, each repeat
 also runs the harness's own decoding benchmark of those toolkits, in turn with mt's, so that this machine's
@@ -114,6 +114,8 @@ def real(engine: str, checkpoint: Path, source: Path, sentences: int, shortlist:
         translator = load_translator(directory, "cpu", engine="ctranslate2", compute_type=engine.split()[1])
     else:
         translator = load_translator(checkpoint, "cpu")
+    if shortlist:  # read (and, by CTranslate2, loaded with the model) before the clock starts
+        translator.engine.shortlist(str(shortlist))
     results = []
     for mode, beam in (("greedy", 1), ("beam4", 4)):
         decode = translator.decode.replace(beam_size=beam, nbest=1, shortlist=str(shortlist or ""))
@@ -273,7 +275,7 @@ def main() -> None:
     if args.shortlist:
         workloads.append((f"real {real_name(args.checkpoint[-1])}+shortlist", "real",
                           ["--checkpoint", str(args.checkpoint[-1]), "--src", str(args.src),
-                           "--shortlist", str(args.shortlist)], ("mt",)))
+                           "--shortlist", str(args.shortlist)], ENGINES))
     if len({name for name, *_ in workloads}) < len(workloads):
         parser.error("two checkpoints have the same run name: give checkpoints of different runs")
     results = Path(os.environ.get("BENCH_RESULTS") or Path(tempfile.mkdtemp()) / "peers.jsonl")

@@ -108,3 +108,73 @@ def test_mt_shortlist_then_translate_with_it(corpus_dir, tmp_path):
     for given, why in (("tiny.yaml", "not a shortlist"), ("nothere.pt", "no such file")):
         assert_one_line_error(mt("translate", "--checkpoint", best, "--shortlist", given, "你好", cwd=tmp_path),
                               given, why)
+
+
+def test_mt_shortlist_learns_from_parallel_files_given(trained_runs, tmp_path):
+    """A model whose config names no corpus of its own (an imported one) learns its shortlist from --src, --tgt."""
+    from mt.exchange.checkpoint import load_model
+
+    best = str(trained_runs[0] / "checkpoints" / "best.pt")
+    tokenizer = load_model(best, torch.device("cpu"))[1]
+    (tmp_path / "a.zh").write_text("他走了。\n她走了。\n他在这里。\n" * 30, encoding="utf-8")
+    (tmp_path / "a.en").write_text("He left.\nShe left.\nHe is here.\n" * 30, encoding="utf-8")
+    made = mt_in_process("shortlist", "--checkpoint", best, "--src", "a.zh", "--tgt", "a.en", "--translations", "1",
+                         "-o", "list.pt", cwd=tmp_path)
+    assert made.exit_code == 0 and "from 90 pairs" in made.output, made.output
+    found = Shortlist.load(tmp_path / "list.pt", tokenizer.vocab_hash, (tokenizer.src_vocab_size,
+                                                                        tokenizer.tgt_vocab_size))
+    assert tokenizer.tgt.id_to_piece(found.translations[tokenizer.src.piece_to_id("▁她")].tolist()) == ["▁She"]
+    (tmp_path / "b.en").write_text("He left.\n", encoding="utf-8")
+    assert_one_line_error(mt("shortlist", "--checkpoint", best, "--src", "a.zh", "--tgt", "b.en", "-o", "b.pt",
+                             cwd=tmp_path), "b.en", "give one translation per source line")
+    assert_one_line_error(mt("shortlist", "--checkpoint", best, "--src", "a.zh", "-o", "b.pt", cwd=tmp_path),
+                          "--tgt", "neither")
+    assert not (tmp_path / "b.pt").exists()
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_ctranslate2_takes_a_shortlist_as_its_vocabulary_map_and_searches_as_mt_does(beam, tokenizer, corpus_dir,
+                                                                                       tmp_path):
+    """`--engine ctranslate2 --shortlist` gives mt's own narrowed output; `mt export --shortlist` writes the map
+    as vmap.txt, which CTranslate2 itself reads with use_vmap."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from mt.decode.translator import load_translator
+    from test_ct2 import untrained_checkpoint
+
+    checkpoint = untrained_checkpoint(tokenizer, tmp_path / "model.pt")
+    src, tgt = ((corpus_dir / f"train.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("zh", "en"))
+    shortlist = learn_shortlist(src, tgt, tokenizer, translations=3, frequent=5)
+    shortlist.save(tmp_path / "list.pt")
+    made = mt_in_process("export", "--checkpoint", str(checkpoint), "--ctranslate2", "ct2", "--shortlist",
+                         "list.pt", cwd=tmp_path)
+    assert made.exit_code == 0, made.output
+    mt_engine = load_translator(checkpoint, "cpu")
+    ct2 = load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2", compute_type="float32")
+    lines = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()[:8]
+    # one output limit for all: CTranslate2 searches a batch in one call, so its map is the whole batch's
+    decode = mt_engine.decode.replace(beam_size=beam, alpha=0.0, max_len_a=0.0, max_len_b=12,
+                                      shortlist=str(tmp_path / "list.pt"))
+    ours = [t[0].text for t in mt_engine.translate(lines, decode)]
+    assert ours != [t[0].text for t in mt_engine.translate(lines, decode.replace(shortlist=""))]
+    assert [t[0].text for t in ct2.translate(lines, decode)] == ours
+
+    pieces = [[tokenizer.src.id_to_piece(i) for i in ids] for ids in ct2.encode(lines)]
+    allowed = {tokenizer.tgt.id_to_piece(i) for i in shortlist.targets(ct2.encode(lines)).tolist()}
+    raw = ctranslate2.Translator(str(tmp_path / "ct2"), compute_type="float32")
+    narrowed, full = ([r.hypotheses[0] for r in raw.translate_batch(pieces, beam_size=1, max_decoding_length=12,
+                                                                     use_vmap=use)] for use in (True, False))
+    assert {p for hyp in narrowed for p in hyp} <= allowed | {"<s>"} and narrowed != full
+
+
+def test_a_shortlist_for_another_model_or_export_is_one_line(trained_runs, tmp_path):
+    pytest.importorskip("ctranslate2")
+    checkpoint = str(trained_runs[0] / "checkpoints" / "last.pt")
+    Shortlist(torch.full((VOCAB, 2), -1), torch.tensor([EOS]), True, "other").save(tmp_path / "other.pt")
+    assert_one_line_error(mt("export", "--checkpoint", checkpoint, "--ctranslate2", "ct2", "--shortlist", "other.pt",
+                             cwd=tmp_path), "other.pt", "another vocabulary")
+    assert not (tmp_path / "ct2").exists()
+    assert_one_line_error(mt("export", "--checkpoint", checkpoint, "--huggingface", "hf", "--shortlist", "other.pt",
+                             cwd=tmp_path), "--shortlist", "CTranslate2's")
+    assert mt("export", "--checkpoint", checkpoint, "--ctranslate2", "ct2", cwd=tmp_path).returncode == 0
+    assert_one_line_error(mt("translate", "--engine", "ctranslate2", "--checkpoint", "ct2", "--shortlist", "other.pt",
+                             "你好", cwd=tmp_path), "other.pt", "another vocabulary")

@@ -13,6 +13,7 @@ from mt.core.device import int8_decodes_faster
 from mt.core.errors import MtError
 from mt.data.tokenizer import BOS, PAD, Tokenizer
 from mt.decode.search import Hypothesis
+from mt.decode.shortlist import Shortlist
 from mt.exchange.checkpoint import EXPORT_META_FILE, check_export_files, export_meta
 from mt.exchange.export import optional_package
 
@@ -30,10 +31,12 @@ class CTranslate2Engine:
     """An exported model, searching a batch of sources (ids) as mt's own Searcher does: each sentence within its own
     output limit, PAD and BOS never output. Beam search differs in its length penalty: CTranslate2 divides by
     length ** alpha (mt: GNMT's), and so do the scores it returns. It runs torch's number of threads (one per core,
-    or OMP_NUM_THREADS), as mt's own search does, rather than CTranslate2's default of 4."""
+    or OMP_NUM_THREADS), as mt's own search does, rather than CTranslate2's default of 4. A shortlist becomes
+    CTranslate2's vocabulary map (`use_vmap`), which narrows each batch to its sources' pieces' targets as mt's
+    own search does."""
 
     def __init__(self, model_dir: Path, device: torch.device, requested_type: str = "auto"):
-        self.ctranslate2 = ctranslate2 = optional_package("ctranslate2", "ctranslate2")
+        self.ctranslate2 = optional_package("ctranslate2", "ctranslate2")
         model_dir = Path(model_dir)
         meta = export_meta(model_dir)
         if meta is None or meta["format"] != "ctranslate2":
@@ -44,14 +47,24 @@ class CTranslate2Engine:
         self.tokenizer = Tokenizer.load(model_dir, self.config.data.scripts())
         if self.tokenizer is None:
             raise MtError(f"{model_dir}: its SentencePiece model is missing; export it again")
+        self.model_dir, self.vocab_hash = model_dir, meta.get("vocab_hash", "")  # the checkpoint's tokenizer's
+        self.options = {"device": device.type, "compute_type": compute_type(requested_type, device),
+                        "intra_threads": torch.get_num_threads()}
+        self.requested_type, self.vmap_of = requested_type, ""  # the shortlist whose vocabulary map it holds
+        self.translator = self._load()
+
+    def _load(self, vmap: str | None = None):
+        """CTranslate2's translator of the export, with `vmap` (vmap.txt's text) as its vocabulary map if given."""
+        files = None
+        if vmap is not None:  # the export's files as they are, but this vmap.txt
+            files = {path.name: path.read_bytes() for path in self.model_dir.iterdir()
+                     if path.is_file() and path.name != "vmap.txt"} | {"vmap.txt": vmap.encode("utf-8")}
         try:
-            self.translator = ctranslate2.Translator(str(model_dir), device=device.type,
-                                                     compute_type=compute_type(requested_type, device),
-                                                     intra_threads=torch.get_num_threads())
+            return self.ctranslate2.Translator(str(self.model_dir), files=files, **self.options)
         except ValueError as e:  # a compute type this device or build lacks
-            raise MtError(f"--compute-type {requested_type}: {e}")
+            raise MtError(f"--compute-type {self.requested_type}: {e}")
         except RuntimeError as e:  # model.bin missing or damaged
-            raise MtError(f"{model_dir}: CTranslate2 cannot load it: {e}")
+            raise MtError(f"{self.model_dir}: CTranslate2 cannot load it: {e}")
 
     @property
     def max_positions(self) -> int:
@@ -75,7 +88,13 @@ class CTranslate2Engine:
         return found
 
     def shortlist(self, path: str) -> None:
-        raise MtError("--shortlist narrows mt's own engine: with --engine ctranslate2, leave it out")
+        """The shortlist file at `path` (decode.shortlist) becomes the translator's vocabulary map: the model is
+        loaded again with it, once."""
+        if path != self.vmap_of:
+            sizes = self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size
+            self.translator = self._load(vocabulary_map(Shortlist.load(Path(path), self.vocab_hash, sizes),
+                                                        self.tokenizer))
+            self.vmap_of = path
 
     def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
         """The log-probability of each token of each target (pieces then EOS) given its source, teacher forced.
@@ -114,7 +133,20 @@ class CTranslate2Engine:
             **search, num_hypotheses=decode.nbest, length_penalty=decode.alpha,
             max_decoding_length=limit, min_decoding_length=decode.min_len,
             no_repeat_ngram_size=decode.no_repeat_ngram_size,
-            max_input_length=self.max_positions, return_scores=True,
+            max_input_length=self.max_positions, return_scores=True, use_vmap=bool(decode.shortlist),
             suppress_sequences=[[tgt.id_to_piece(PAD)], [tgt.id_to_piece(BOS)]])
         return [[Hypothesis([tgt.piece_to_id(p) for p in pieces], score)  # CTranslate2 leaves EOS out
                  for pieces, score in zip(result.hypotheses, result.scores)] for result in results]
+
+
+def vocabulary_map(shortlist: Shortlist, tokenizer: Tokenizer) -> str:
+    """A shortlist as CTranslate2's vocabulary map (vmap.txt): a line `piece<TAB>targets` per source piece, and one
+    with no piece for the targets every batch may output. CTranslate2 adds UNK, BOS and EOS to those itself; BOS
+    and PAD are suppressed in every search."""
+    src, tgt = tokenizer.src, tokenizer.tgt
+    lines = ["\t" + " ".join(tgt.id_to_piece(i) for i in shortlist.always.tolist())]
+    for piece, row in enumerate(shortlist.translations.tolist()):
+        targets = [i for i in row if i >= 0] + ([piece] if shortlist.joint else [])  # a joint piece is copied
+        if piece != PAD and targets:
+            lines.append(src.id_to_piece(piece) + "\t" + " ".join(tgt.id_to_piece(i) for i in targets))
+    return "\n".join(lines) + "\n"

@@ -1,18 +1,21 @@
 """CTranslate2: a checkpoint exported into CTranslate2's TransformerSpec (mt/decode/ctranslate2.py translates with it).
 
-The export holds CTranslate2's model.bin and vocabularies, our SentencePiece model(s), and mt.json (the model's
-config: languages, decode settings, position table; its training facts: step, dev scores; the checkpoint it came
-from), so that a directory alone is enough to translate.
+The export holds CTranslate2's model.bin and vocabularies, our SentencePiece model(s), CTranslate2's vocabulary map
+vmap.txt when made from a shortlist, and mt.json (the model's config: languages, decode settings, position table;
+its training facts: step, dev scores; the checkpoint it came from), so that a directory alone is enough to
+translate.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from mt.core.atomic import atomic_directory
 from mt.core.errors import MtError
+from mt.data.tokenizer import Tokenizer
 from mt.exchange.checkpoint import load_model, training_facts
 from mt.exchange.export import export_kind, optional_package, pieces, sublayers, write_meta
 from mt.model.transformer import MultiHeadAttention, Transformer
@@ -20,11 +23,14 @@ from mt.model.transformer import MultiHeadAttention, Transformer
 EXPORT = export_kind("ctranslate2", "a CTranslate2 export of mt")
 
 
-def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | None = None) -> None:
+def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | None = None,
+                       vocabulary_map: Callable[[Tokenizer], str] | None = None) -> None:
     """Write the CTranslate2 model of `checkpoint` into `output_dir`: a new directory, or an earlier export there,
-    replaced as a whole when the new one is complete."""
+    replaced as a whole when the new one is complete. `vocabulary_map` gives the text of CTranslate2's vmap.txt for
+    the checkpoint's tokenizer (mt/decode/ctranslate2.py, from a shortlist), which `use_vmap` reads."""
     optional_package("ctranslate2", "ctranslate2")
     model, tokenizer, config, state = load_model(checkpoint, torch.device("cpu"))
+    vmap = vocabulary_map(tokenizer) if vocabulary_map else None  # a bad shortlist is reported before any writing
     spec = model_spec(model, pieces(tokenizer.src), pieces(tokenizer.tgt))
     spec.validate()
     try:
@@ -34,7 +40,9 @@ def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | N
     with atomic_directory(output_dir, EXPORT) as staging:
         spec.save(str(staging))
         tokenizer.self_converting().save(staging)  # its model files convert Chinese script themselves
-        write_meta(staging, "ctranslate2", checkpoint, config, training_facts(state))
+        if vmap is not None:
+            (staging / "vmap.txt").write_text(vmap, encoding="utf-8")
+        write_meta(staging, "ctranslate2", checkpoint, config, training_facts(state), tokenizer.vocab_hash)
 
 
 # Our sublayers under CTranslate2's names: each holds its box's projections and its LayerNorm

@@ -33,11 +33,13 @@ def export_kind(format: str, name: str) -> Kind:
     return Kind(name, lambda directory: export_format(directory) == format, directory=True)
 
 
-def write_meta(directory: Path, format: str, checkpoint: Path, config: Config, facts: dict) -> None:
+def write_meta(directory: Path, format: str, checkpoint: Path, config: Config, facts: dict, vocab_hash: str) -> None:
     """mt.json, written last: marks `directory` as mt's export in `format`, and keeps the checkpoint it came from,
-    the model's config (languages, position table, decode settings), its training facts (checkpoint.training_facts)
-    and the checksum of every other file, by which a damaged file is found before a library reads it."""
+    the model's config (languages, position table, decode settings), its training facts (checkpoint.training_facts),
+    its tokenizer's vocab_hash (which a shortlist names) and the checksum of every other file, by which a damaged
+    file is found before a library reads it."""
     meta = {"format": format, "checkpoint": str(checkpoint), "config": config_to_dict(config), "facts": facts,
+            "vocab_hash": vocab_hash,
             "files": {path.name: file_checksum(path) for path in sorted(directory.iterdir()) if path.is_file()}}
     (directory / EXPORT_META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
 

@@ -48,7 +48,7 @@ def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None =
         save_tokenizer(tokenizer.self_converting(), config, staging, transformers)
         facts = training_facts(state)
         (staging / "README.md").write_text(model_card(config, tokenizer, facts, checkpoint, test), encoding="utf-8")
-        write_meta(staging, "huggingface", checkpoint, config, facts)
+        write_meta(staging, "huggingface", checkpoint, config, facts, tokenizer.vocab_hash)
 
 
 def refuse_what_marian_cannot_express(config: Config) -> None:
