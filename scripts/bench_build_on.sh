@@ -17,6 +17,11 @@
 #                                                         # human pairs), then the students' decoding speed
 #                                                         # against seed 1's (bench_decode.py: mt, CTranslate2 int8;
 #                                                         # student-tiny with its `mt shortlist` too)
+#   bash scripts/bench_build_on.sh distill-member         # the teacher's first model (seed 1 of the ensemble) goes
+#                                                         # on for the recipe's updates, on the teacher's pairs
+#                                                         # (a student of its shape that starts from a member)
+#                                                         # and, to compare, on the human pairs; Tatoeba test and
+#                                                         # dev of each beside the teacher and the member alone
 #   bash scripts/bench_build_on.sh distill-mixed [MONO]   # as distill, but the students train on the human pairs
 #                                                         # beside the teacher's, and on its translations of MONO
 #                                                         # (monolingual Chinese it never saw) when given
@@ -147,6 +152,18 @@ case ${1:-} in
     python scripts/bench_decode.py --real-only --src "$DATA/tatoeba/test.zh" --sentences "${SENTENCES:-1444}" \
       --repeats "${REPEATS:-3}" --checkpoint "$seed1" --checkpoint "$students-base/checkpoints/best.pt" \
       --checkpoint "$tiny" --shortlist "$students-tiny/shortlist.pt" ;;
+  distill-member)
+    teach "$DATA/tatoeba/train.zh" "$OUT/distilled"
+    recipe "$OUT/member-distilled" --init-from "${teachers[0]}" --set data.train.path="$OUT/distilled/train"
+    recipe "$OUT/member-human" --init-from "${teachers[0]}"
+    for split in test dev; do
+      tatoeba "$split" "tatoeba $split" "$teacher" "${teachers[@]}"
+      tatoeba "$split" "tatoeba $split" "the teacher's first model" "${teachers[0]}"
+      tatoeba "$split" "tatoeba $split" "the first model, on with the teacher's pairs" \
+        "$OUT/member-distilled/checkpoints/best.pt"
+      tatoeba "$split" "tatoeba $split" "the first model, on with the human pairs" \
+        "$OUT/member-human/checkpoints/best.pt"
+    done ;;
   distill-mixed)
     mono=${2:-}
     teach "$DATA/tatoeba/train.zh" "$OUT/distilled"
@@ -193,5 +210,5 @@ case ${1:-} in
       --src "$DATA/tatoeba/dev.zh" --ref "$DATA/tatoeba/dev.en" --beam 5
     score "sampling_alpha $alpha" "$OUT/subword-$alpha/checkpoints/best.pt" ;;
   *)
-    sed -n 2,37p "$0"; exit 2 ;;
+    sed -n 2,45p "$0"; exit 2 ;;
 esac

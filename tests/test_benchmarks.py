@@ -195,6 +195,23 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
             assert f"== {name}, tatoeba {split}, beam 5" in out
     assert len(bleu_lines(out)) == 8
 
+    # distill-member in the same OUT: seed 1, the first teacher, goes on from its weights on the teacher's pairs and,
+    # to compare, on the human ones
+    out = run("bench_build_on.sh", "distill-member", tmp_path=tmp_path, env=env)
+    assert {path: path.stat().st_mtime_ns for path in made} == made
+    def train_path(run):
+        return yaml.safe_load((built / run / "config.yaml").read_text(encoding="utf-8"))["data"]["train"]["path"]
+
+    for arm, corpus in (("distilled", f"{built}/distilled/train"), ("human", train_path("seed1"))):
+        last = load_checkpoint(built / f"member-{arm}" / "checkpoints" / "last.pt")
+        assert last["step"] == 4 and last["init_from"]["checkpoint"] == str(first_teacher.resolve())
+        assert train_path(f"member-{arm}") == corpus
+    for name in ("teacher: ensemble of seeds 1, 2, 3", "the teacher's first model",
+                 "the first model, on with the teacher's pairs", "the first model, on with the human pairs"):
+        for split in ("test", "dev"):
+            assert f"== {name}, tatoeba {split}, beam 5" in out
+    assert len(bleu_lines(out)) == 8
+
     # TEACHER in an OUT of its own: seed 2 alone teaches, and seed 1, the baseline, is trained there; with MONO the
     # students read the teacher's translations of it too, and its Tatoeba pairs twice an epoch
     teacher, taught = built / "seed2" / "checkpoints" / "best.pt", tmp_path / "taught"
