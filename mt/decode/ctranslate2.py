@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 import torch
@@ -55,16 +57,17 @@ class CTranslate2Engine:
 
     def _load(self, vmap: str | None = None):
         """CTranslate2's translator of the export, with `vmap` (vmap.txt's text) as its vocabulary map if given."""
-        files = None
-        if vmap is not None:  # the export's files as they are, but this vmap.txt
-            files = {path.name: path.read_bytes() for path in self.model_dir.iterdir()
-                     if path.is_file() and path.name != "vmap.txt"} | {"vmap.txt": vmap.encode("utf-8")}
-        try:
-            return self.ctranslate2.Translator(str(self.model_dir), files=files, **self.options)
-        except ValueError as e:  # a compute type this device or build lacks
-            raise MtError(f"--compute-type {self.requested_type}: {e}")
-        except RuntimeError as e:  # model.bin missing or damaged
-            raise MtError(f"{self.model_dir}: CTranslate2 cannot load it: {e}")
+        with contextlib.ExitStack() as opened:
+            files = None
+            if vmap is not None:  # the export's files as they are, but this vmap.txt
+                files = {path.name: opened.enter_context(path.open("rb")) for path in self.model_dir.iterdir()
+                         if path.is_file() and path.name != "vmap.txt"} | {"vmap.txt": io.BytesIO(vmap.encode())}
+            try:
+                return self.ctranslate2.Translator(str(self.model_dir), files=files, **self.options)
+            except ValueError as e:  # a compute type this device or build lacks
+                raise MtError(f"--compute-type {self.requested_type}: {e}")
+            except RuntimeError as e:  # model.bin missing or damaged
+                raise MtError(f"{self.model_dir}: CTranslate2 cannot load it: {e}")
 
     @property
     def max_positions(self) -> int:
