@@ -638,6 +638,34 @@ def test_libretranslatepy_speaks_to_mt_serve_and_gets_what_mt_translate_gives(ch
         assert wrong_key.value.code == 403
 
 
+@pytest.mark.parametrize("engine", ["mt", "ctranslate2"])
+def test_a_server_with_a_shortlist_answers_as_mt_translate_with_it(engine, checkpoint, tmp_path):
+    """`mt serve --shortlist`, with either engine, gives libretranslatepy what `mt translate` gives with the same
+    shortlist for each sentence alone (a narrow one, which changes outputs)."""
+    from libretranslatepy import LibreTranslateAPI
+
+    from mt.text.texts import translate_texts
+
+    model = checkpoint
+    if engine == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+        from mt.exchange.ctranslate2 import export_ctranslate2
+
+        model = tmp_path / "ct2"
+        export_ctranslate2(checkpoint, model)
+    subprocess.run([sys.executable, "-m", "mt", "shortlist", "--checkpoint", str(checkpoint), "-o", "list.pt",
+                    "--translations", "1", "--frequent", "0"], cwd=tmp_path, check=True, capture_output=True)
+    translator = load_translator(model, "cpu", engine, compute_type="float32" if engine == "ctranslate2" else "auto")
+    narrowed = translator.decode.replace(shortlist=str(tmp_path / "list.pt"))
+    expected = [translate_texts(translator, [sentence], narrowed)[0] for sentence in SENTENCES]
+    assert expected != translate_texts(translator, SENTENCES)
+    options = ["--compute-type", "float32"] if engine == "ctranslate2" else []
+    with mt_serve("--checkpoint", str(model), "--engine", engine, *options, "--shortlist", "list.pt",
+                  cwd=tmp_path) as (_, url):
+        client = LibreTranslateAPI(url)
+        assert [client.translate(sentence, "zh", "en") for sentence in SENTENCES] == expected
+
+
 NPM_CLIENT = Path(sys.prefix) / "node" / "node_modules" / "libretranslate"  # scripts/setup.sh installs it
 
 
