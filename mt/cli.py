@@ -13,7 +13,7 @@ import inspect
 import logging
 import sys
 import typing
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Optional
@@ -520,10 +520,10 @@ def shortlist(output: Annotated[Path, typer.Option("--output", "-o", help="The s
     if (src is None) != (tgt is None):
         raise MtError("give both --src and --tgt (parallel lines), or neither (the checkpoint's training corpora)")
     _check_outputs((output, SHORTLIST))
-    sources, targets = _parallel_lines(src, tgt) if src else ([], [])  # first: bad input before the model loads
+    sources, targets = _parallel_lines(src, tgt) if src is not None else ([], [])  # bad input before the model
     source = checkpoint or default_checkpoint()
     _, tokenizer, config, _ = load_model(source, torch.device("cpu"))
-    if not src:
+    if src is None:
         pairs = TrainingMixture(config.data, config.train.seed).pairs
         sources, targets = pairs["src"], pairs["tgt"]
     found = learn_shortlist(sources, targets, tokenizer, translations, frequent, config.train.seed)
@@ -625,7 +625,9 @@ def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", comp
 
     limits.checked()
     keys = read_api_keys(api_keys) if api_keys else frozenset()
-    with without_a_thread_team():  # the worker thread decodes; this one only loads
+    # The worker thread decodes; this one only loads. CTranslate2 starts no torch team here, and its translator
+    # keeps the thread count it is built with: torch's, one per core.
+    with without_a_thread_team() if engine == "mt" else nullcontext():
         translator = load_translator(checkpoint, device, engine, compute_type=compute_type)
     translator.config.decode = _decoding(translator, decode)  # the server's defaults
     if translator.decode.beam_size > limits.max_beam:

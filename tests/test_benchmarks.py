@@ -199,6 +199,7 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
     # to compare, on the human ones
     out = run("bench_build_on.sh", "distill-member", tmp_path=tmp_path, env=env)
     assert {path: path.stat().st_mtime_ns for path in made} == made
+
     def train_path(run):
         return yaml.safe_load((built / run / "config.yaml").read_text(encoding="utf-8"))["data"]["train"]["path"]
 

@@ -1,6 +1,8 @@
 """Lexical shortlists: a search narrowed to some target pieces outputs only those, finds what the full search finds
 when they hold it, and `mt shortlist` learns word translations from a model's training corpus."""
 
+import json
+
 import pytest
 import torch
 
@@ -129,6 +131,10 @@ def test_mt_shortlist_learns_from_parallel_files_given(trained_runs, tmp_path):
                              cwd=tmp_path), "b.en", "give one translation per source line")
     assert_one_line_error(mt("shortlist", "--checkpoint", best, "--src", "a.zh", "-o", "b.pt", cwd=tmp_path),
                           "--tgt", "neither")
+    for name in ("empty.zh", "empty.en"):
+        (tmp_path / name).write_text("\n\n", encoding="utf-8")
+    assert_one_line_error(mt("shortlist", "--checkpoint", best, "--src", "empty.zh", "--tgt", "empty.en", "-o",
+                             "b.pt", cwd=tmp_path), "nothing to learn a shortlist from")
     assert not (tmp_path / "b.pt").exists()
 
 
@@ -178,3 +184,28 @@ def test_a_shortlist_for_another_model_or_export_is_one_line(trained_runs, tmp_p
     assert mt("export", "--checkpoint", checkpoint, "--ctranslate2", "ct2", cwd=tmp_path).returncode == 0
     assert_one_line_error(mt("translate", "--engine", "ctranslate2", "--checkpoint", "ct2", "--shortlist", "other.pt",
                              "你好", cwd=tmp_path), "other.pt", "another vocabulary")
+    meta = json.loads((tmp_path / "ct2" / "mt.json").read_text(encoding="utf-8"))
+    del meta["vocab_hash"]  # as exports made before it was kept: no shortlist can be matched to it
+    (tmp_path / "ct2" / "mt.json").write_text(json.dumps(meta), encoding="utf-8")
+    assert_one_line_error(mt("translate", "--engine", "ctranslate2", "--checkpoint", "ct2", "--shortlist", "other.pt",
+                             "你好", cwd=tmp_path), "ct2", "export it again")
+
+
+def test_mt_serve_gives_ctranslate2_one_thread_per_core_as_mt_translate_does(trained_runs, tmp_path, monkeypatch):
+    """The server loads mt's own model without a thread team of its own (mt/core/openmp.py); CTranslate2's
+    translator keeps the thread count it is built with, so it is built with torch's."""
+    pytest.importorskip("ctranslate2")
+    import mt.serve.server
+    from mt.exchange.ctranslate2 import export_ctranslate2
+
+    export_ctranslate2(trained_runs[0] / "checkpoints" / "last.pt", tmp_path / "ct2")
+    served = []
+    monkeypatch.setattr(mt.serve.server, "serve", lambda translator, *args: served.append(translator))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        result = mt_in_process("serve", "--engine", "ctranslate2", "--checkpoint", "ct2", cwd=tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+    assert result.exit_code == 0, result.output
+    assert served[0].engine.options["intra_threads"] == 2

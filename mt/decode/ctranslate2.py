@@ -4,8 +4,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
+import tempfile
 from pathlib import Path
 
 import torch
@@ -34,8 +33,8 @@ class CTranslate2Engine:
     output limit, PAD and BOS never output. Beam search differs in its length penalty: CTranslate2 divides by
     length ** alpha (mt: GNMT's), and so do the scores it returns. It runs torch's number of threads (one per core,
     or OMP_NUM_THREADS), as mt's own search does, rather than CTranslate2's default of 4. A shortlist becomes
-    CTranslate2's vocabulary map (`use_vmap`), which narrows each batch to its sources' pieces' targets as mt's
-    own search does."""
+    CTranslate2's vocabulary map (`use_vmap`), which narrows each call to its sources' pieces' targets: a call per
+    output limit, so its lists can be narrower than mt's, which are the batch's."""
 
     def __init__(self, model_dir: Path, device: torch.device, requested_type: str = "auto"):
         self.ctranslate2 = optional_package("ctranslate2", "ctranslate2")
@@ -56,14 +55,19 @@ class CTranslate2Engine:
         self.translator = self._load()
 
     def _load(self, vmap: str | None = None):
-        """CTranslate2's translator of the export, with `vmap` (vmap.txt's text) as its vocabulary map if given."""
-        with contextlib.ExitStack() as opened:
-            files = None
-            if vmap is not None:  # the export's files as they are, but this vmap.txt
-                files = {path.name: opened.enter_context(path.open("rb")) for path in self.model_dir.iterdir()
-                         if path.is_file() and path.name != "vmap.txt"} | {"vmap.txt": io.BytesIO(vmap.encode())}
+        """CTranslate2's translator of the export, with `vmap` (vmap.txt's text) as its vocabulary map if given:
+        then it loads from a private directory of links to the export's files and that vmap.txt (CTranslate2 reads
+        a directory's files as it loads, and keeps none of them; files handed over in memory it keeps)."""
+        with tempfile.TemporaryDirectory() as private:
+            directory = self.model_dir
+            if vmap is not None:
+                directory = Path(private)
+                for path in self.model_dir.iterdir():
+                    if path.is_file() and path.name != "vmap.txt":
+                        (directory / path.name).symlink_to(path.resolve())
+                (directory / "vmap.txt").write_text(vmap, encoding="utf-8")
             try:
-                return self.ctranslate2.Translator(str(self.model_dir), files=files, **self.options)
+                return self.ctranslate2.Translator(str(directory), **self.options)
             except ValueError as e:  # a compute type this device or build lacks
                 raise MtError(f"--compute-type {self.requested_type}: {e}")
             except RuntimeError as e:  # model.bin missing or damaged
@@ -94,9 +98,13 @@ class CTranslate2Engine:
         """The shortlist file at `path` (decode.shortlist) becomes the translator's vocabulary map: the model is
         loaded again with it, once."""
         if path != self.vmap_of:
+            if not self.vocab_hash:
+                raise MtError(f"{self.model_dir}: exported before mt.json named its vocabulary, which a shortlist "
+                              f"must match; export it again to use --shortlist")
             sizes = self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size
-            self.translator = self._load(vocabulary_map(Shortlist.load(Path(path), self.vocab_hash, sizes),
-                                                        self.tokenizer))
+            vmap = vocabulary_map(Shortlist.load(Path(path), self.vocab_hash, sizes), self.tokenizer)
+            self.translator = None  # one model in memory at a time
+            self.translator = self._load(vmap)
             self.vmap_of = path
 
     def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:

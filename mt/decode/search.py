@@ -64,7 +64,7 @@ class SearchEngine(Protocol):
         tokens."""
 
     def shortlist(self, path: str) -> Shortlist:
-        """The shortlist file at `path` (decode.shortlist), read once; an engine without shortlists refuses it."""
+        """The shortlist file at `path` (decode.shortlist), read and checked once, before the searches use it."""
 
     def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
         """Forced decoding (mt/decode/score.py): the log-probability of each token of each target (ids: pieces then

@@ -68,7 +68,7 @@ class Shortlist:
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except FileNotFoundError:
-            raise MtError(f"{path}: no such file (decode.shortlist; make one with `mt shortlist`)") from None
+            raise MtError(f"{path}: no such file (--shortlist; make one with `mt shortlist`)") from None
         except Exception as e:  # a damaged or foreign file: pickle, zip and torch raise many kinds
             raise MtError(f"{path}: not a shortlist made by `mt shortlist` ({type(e).__name__})") from None
         if not isinstance(state, dict) or state.get("format") != FORMAT:
@@ -102,6 +102,8 @@ def learn_shortlist(src_texts: list[str], tgt_texts: list[str], tokenizer: Token
     rows = np.random.default_rng(seed).permutation(len(src_texts))[:MAX_PAIRS]
     src = _sides(tokenizer.encode_src([src_texts[i] for i in rows]))
     tgt = _sides(tokenizer.encode_tgt([tgt_texts[i] for i in rows]))
+    if not tgt.lengths.any():
+        raise MtError("no pair with words on its target side: nothing to learn a shortlist from")
     size = max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     learned = np.sort(next(chunks(np.arange(len(rows)), (src.lengths + 1) * tgt.lengths)))
     table = Table.learn(src.take(learned), tgt.take(learned), size)   # source id 0, PAD, stands for NULL
