@@ -559,15 +559,12 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
         raise MtError("--shortlist: a vocabulary map is CTranslate2's; give --ctranslate2 DIR")
     if ctranslate2 is not None:
         from mt.decode.ctranslate2 import vocabulary_map
-        from mt.decode.shortlist import Shortlist
         from mt.exchange.ctranslate2 import EXPORT, export_ctranslate2
 
-        def vmap(tokenizer):
-            sizes = tokenizer.src_vocab_size, tokenizer.tgt_vocab_size
-            return vocabulary_map(Shortlist.load(shortlist, tokenizer.vocab_hash, sizes), tokenizer)
-
         _check_outputs((ctranslate2, EXPORT))
-        export_ctranslate2(source, ctranslate2, quantization, vmap if shortlist else None)
+        vmap = None if shortlist is None else lambda tokenizer: vocabulary_map(shortlist, tokenizer,
+                                                                               tokenizer.vocab_hash)
+        export_ctranslate2(source, ctranslate2, quantization, vmap)
         log.info(f"exported {source} → {ctranslate2} (translate with: mt translate --engine ctranslate2 "
                  f"--checkpoint {ctranslate2})")
         return

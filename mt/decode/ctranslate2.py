@@ -58,20 +58,23 @@ class CTranslate2Engine:
         """CTranslate2's translator of the export, with `vmap` (vmap.txt's text) as its vocabulary map if given:
         then it loads from a private directory of links to the export's files and that vmap.txt (CTranslate2 reads
         a directory's files as it loads, and keeps none of them; files handed over in memory it keeps)."""
+        if vmap is None:
+            return self._translator(self.model_dir)
         with tempfile.TemporaryDirectory() as private:
-            directory = self.model_dir
-            if vmap is not None:
-                directory = Path(private)
-                for path in self.model_dir.iterdir():
-                    if path.is_file() and path.name != "vmap.txt":
-                        (directory / path.name).symlink_to(path.resolve())
-                (directory / "vmap.txt").write_text(vmap, encoding="utf-8")
-            try:
-                return self.ctranslate2.Translator(str(directory), **self.options)
-            except ValueError as e:  # a compute type this device or build lacks
-                raise MtError(f"--compute-type {self.requested_type}: {e}")
-            except RuntimeError as e:  # model.bin missing or damaged
-                raise MtError(f"{self.model_dir}: CTranslate2 cannot load it: {e}")
+            directory = Path(private)
+            for path in self.model_dir.iterdir():
+                if path.is_file() and path.name != "vmap.txt":
+                    (directory / path.name).symlink_to(path.resolve())
+            (directory / "vmap.txt").write_text(vmap, encoding="utf-8")
+            return self._translator(directory)
+
+    def _translator(self, directory: Path):
+        try:
+            return self.ctranslate2.Translator(str(directory), **self.options)
+        except ValueError as e:  # a compute type this device or build lacks
+            raise MtError(f"--compute-type {self.requested_type}: {e}")
+        except RuntimeError as e:  # model.bin missing or damaged
+            raise MtError(f"{self.model_dir}: CTranslate2 cannot load it: {e}")
 
     @property
     def max_positions(self) -> int:
@@ -101,8 +104,7 @@ class CTranslate2Engine:
             if not self.vocab_hash:
                 raise MtError(f"{self.model_dir}: exported before mt.json named its vocabulary, which a shortlist "
                               f"must match; export it again to use --shortlist")
-            sizes = self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size
-            vmap = vocabulary_map(Shortlist.load(Path(path), self.vocab_hash, sizes), self.tokenizer)
+            vmap = vocabulary_map(Path(path), self.tokenizer, self.vocab_hash)
             self.translator = None  # one model in memory at a time
             self.translator = self._load(vmap)
             self.vmap_of = path
@@ -150,10 +152,12 @@ class CTranslate2Engine:
                  for pieces, score in zip(result.hypotheses, result.scores)] for result in results]
 
 
-def vocabulary_map(shortlist: Shortlist, tokenizer: Tokenizer) -> str:
-    """A shortlist as CTranslate2's vocabulary map (vmap.txt): a line `piece<TAB>targets` per source piece, and one
+def vocabulary_map(path: Path, tokenizer: Tokenizer, vocab_hash: str) -> str:
+    """The shortlist file at `path`, checked against a tokenizer whose vocabulary has `vocab_hash` (that of the
+    checkpoint's), as CTranslate2's vocabulary map (vmap.txt): a line `piece<TAB>targets` per source piece, and one
     with no piece for the targets every batch may output. CTranslate2 adds UNK, BOS and EOS to those itself; BOS
     and PAD are suppressed in every search."""
+    shortlist = Shortlist.load(path, vocab_hash, (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size))
     src, tgt = tokenizer.src, tokenizer.tgt
     lines = ["\t" + " ".join(tgt.id_to_piece(i) for i in shortlist.always.tolist())]
     for piece, row in enumerate(shortlist.translations.tolist()):
