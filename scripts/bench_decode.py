@@ -3,7 +3,7 @@
 1. synthetic (the peers' settings, from their common.py): an untrained d_model 256 / 4 heads / d_ff 1024 / 3+3
    model with a shared 8,000 vocabulary; 200 sentences sorted by length in batches of 32; every output forced
    to exactly 43 tokens; greedy and beam 4; mt's own search and its CTranslate2 export, computing in float32 and
-   in int8 (weights quantised as the model loads; `--compute-type auto` picks it on an Intel CPU with VNNI).
+   in int8 (weights quantised as the model loads; `--compute-type auto` picks it where it is faster).
    Results go into the harness's results file too (BENCH_RESULTS), so its report_table.py lists mt beside the
    peers.
 2. real (with --checkpoint): a trained model on the first 500 sentences of newstest2021 (or of --src), greedy and

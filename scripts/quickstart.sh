@@ -22,7 +22,7 @@ resume=()
 [ -f "$run_dir/checkpoints/last.pt" ] && resume=(--resume)
 
 if [ "$CONFIG" = configs/tatoeba-cpu.yaml ] && [ -z "${SET:-}" ]; then
-  echo "training 1,200 updates: about 8 minutes on a 2-core CPU with native bf16, 15 to 21 in fp32" \
+  echo "training 1,200 updates: about 8 minutes on a 2-core CPU with native bf16, 15 to 25 in fp32" \
     "(mt says its own estimate after 50 updates)"
 fi
 mt train "${configs[@]}" --run-dir "$run_dir" "${sets[@]}" "${resume[@]}"

@@ -94,14 +94,18 @@ def test_each_sentence_is_searched_within_its_own_output_limit(beam, tokenizer, 
         assert [t.score for t in theirs] == pytest.approx([h.score for h in ours], abs=1e-4)
 
 
-@pytest.mark.parametrize("vnni, vendor, expected", [(True, "GenuineIntel", "int8"), (True, "AuthenticAMD", "default"),
-                                                   (False, "GenuineIntel", "default")])
-def test_auto_compute_type_is_int8_only_where_int8_decodes_faster(monkeypatch, vnni, vendor, expected):
+@pytest.mark.parametrize("vendor, vnni, avx512, expected", [
+    ("GenuineIntel", True, True, "int8"), ("GenuineIntel", False, False, "default"),  # MKL: int8 pays with VNNI
+    ("AuthenticAMD", True, True, "default"), ("AuthenticAMD", False, False, "int8")])  # oneDNN: on AVX2 only
+def test_auto_compute_type_is_int8_only_where_int8_decodes_faster(monkeypatch, vendor, vnni, avx512, expected):
     monkeypatch.setattr(torch.cpu, "_is_vnni_supported", lambda: vnni)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_supported", lambda: avx512)
+    monkeypatch.setattr(torch.cpu, "_is_avx2_supported", lambda: True)
     monkeypatch.setattr(device, "cpu_vendor", lambda: vendor)
     assert compute_type("auto", torch.device("cpu")) == expected
     assert compute_type("float32", torch.device("cpu")) == "float32"
-    monkeypatch.delattr(torch.cpu, "_is_vnni_supported")  # a torch that cannot say: the export's own type
+    for check in ("_is_vnni_supported", "_is_avx2_supported"):  # a torch that cannot say: the export's own type
+        monkeypatch.delattr(torch.cpu, check)
     assert compute_type("auto", torch.device("cpu")) == "default"
 
 

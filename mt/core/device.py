@@ -30,11 +30,17 @@ def has_native_bf16(device: torch.device) -> bool:
 
 
 def int8_decodes_faster(device: torch.device) -> bool:
-    """Whether CTranslate2 decodes faster in int8 than in float32 here: on an Intel CPU that multiplies 8-bit
-    integers in hardware (VNNI: AVX512-VNNI or AVX-VNNI, Cascade Lake and Alder Lake on), where CTranslate2 multiplies
-    with Intel's MKL. On other CPUs it multiplies with oneDNN, whose int8 products are slower than its float32 ones
-    even with VNNI (AMD Zen 4 on), and without VNNI int8 is slower everywhere (figures: docs/benchmarks.md)."""
-    return device.type == "cpu" and _cpu_has("_is_vnni_supported") and cpu_vendor() == "GenuineIntel"
+    """Whether CTranslate2 decodes faster in int8 than in float32 here. On an Intel CPU it multiplies with Intel's
+    MKL, whose int8 pays where the CPU multiplies 8-bit integers in hardware (VNNI: AVX512-VNNI or AVX-VNNI,
+    Cascade Lake and Alder Lake on). On AMD's CPUs it multiplies with oneDNN, whose int8 products are slower than its
+    float32 ones on CPUs with AVX-512 (Zen 4 on, VNNI or not) and faster on those that stop at AVX2 (Zen 2); figures:
+    docs/benchmarks.md."""
+    if device.type != "cpu":
+        return False
+    if cpu_vendor() == "GenuineIntel":
+        return _cpu_has("_is_vnni_supported")
+    return (cpu_vendor() == "AuthenticAMD" and _cpu_has("_is_avx2_supported")
+            and not _cpu_has("_is_avx512_supported"))
 
 
 def cpu_vendor() -> str:
