@@ -65,7 +65,7 @@ EngineOption = Annotated[Engine, typer.Option(
 ComputeTypeOption = Annotated[str, typer.Option(
     "--compute-type", help="With --engine ctranslate2: CTranslate2's compute type (default, float32, int8, "
     "int8_float32, int16, float16, bfloat16, …; default: the export's own). auto: int8 where it is faster (an "
-    "Intel CPU with 8-bit products in hardware, VNNI; an AMD CPU without AVX-512), else default.")]
+    "Intel CPU with 8-bit products in hardware, VNNI; an AMD CPU with AVX2 and no AVX-512), else default.")]
 
 
 def config_options(name: str, section: type, panel: str, given_only: bool = False):

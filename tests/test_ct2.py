@@ -100,6 +100,9 @@ def test_each_sentence_is_searched_within_its_own_output_limit(beam, tokenizer, 
 def test_auto_compute_type_is_int8_only_where_int8_decodes_faster(monkeypatch, vendor, vnni, avx512, expected):
     monkeypatch.setattr(torch.cpu, "_is_vnni_supported", lambda: vnni)
     monkeypatch.setattr(torch.cpu, "_is_avx512_supported", lambda: avx512)
+    monkeypatch.setattr(torch.cpu, "_is_avx2_supported", lambda: False)  # an AMD CPU older than AVX2: float32
+    monkeypatch.setattr(device, "cpu_vendor", lambda: vendor)
+    assert compute_type("auto", torch.device("cpu")) == ("int8" if vendor == "GenuineIntel" and vnni else "default")
     monkeypatch.setattr(torch.cpu, "_is_avx2_supported", lambda: True)
     monkeypatch.setattr(device, "cpu_vendor", lambda: vendor)
     assert compute_type("auto", torch.device("cpu")) == expected
