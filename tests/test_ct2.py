@@ -104,7 +104,6 @@ def test_auto_compute_type_is_int8_only_where_int8_decodes_faster(monkeypatch, v
     monkeypatch.setattr(device, "cpu_vendor", lambda: vendor)
     assert compute_type("auto", torch.device("cpu")) == ("int8" if vendor == "GenuineIntel" and vnni else "default")
     monkeypatch.setattr(torch.cpu, "_is_avx2_supported", lambda: True)
-    monkeypatch.setattr(device, "cpu_vendor", lambda: vendor)
     assert compute_type("auto", torch.device("cpu")) == expected
     assert compute_type("float32", torch.device("cpu")) == "float32"
     for check in ("_is_vnni_supported", "_is_avx2_supported"):  # a torch that cannot say: the export's own type

@@ -37,10 +37,10 @@ def int8_decodes_faster(device: torch.device) -> bool:
     docs/benchmarks.md."""
     if device.type != "cpu":
         return False
-    if cpu_vendor() == "GenuineIntel":
+    vendor = cpu_vendor()  # read from /proc/cpuinfo: once
+    if vendor == "GenuineIntel":
         return _cpu_has("_is_vnni_supported")
-    return (cpu_vendor() == "AuthenticAMD" and _cpu_has("_is_avx2_supported")
-            and not _cpu_has("_is_avx512_supported"))
+    return vendor == "AuthenticAMD" and _cpu_has("_is_avx2_supported") and not _cpu_has("_is_avx512_supported")
 
 
 def cpu_vendor() -> str:
