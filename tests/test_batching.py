@@ -28,6 +28,22 @@ def test_token_batches_cover_every_pair_once_within_the_budget():
     assert [b.tolist() for b in alone] == [[0, 2], [1]]  # over the budget: a batch of its own, never empty
 
 
+def test_token_batches_hold_one_source_length_and_close_target_lengths():
+    rng = np.random.default_rng(0)
+    src_len = rng.integers(2, 30, 2000)
+    tgt_len = np.maximum(2, src_len + rng.integers(-4, 5, 2000))
+    batches = token_batches(src_len, tgt_len, max_tokens=300, rng=np.random.default_rng(1))
+    runs = sorted((sorted(zip(src_len[b].tolist(), tgt_len[b].tolist())) for b in batches),
+                  key=lambda run: (run[0], run[-1]))
+    pairs = [pair for run in runs for pair in run]
+    assert pairs == sorted(pairs)  # the batches cut one run sorted by (source length, target length)
+    def padding(side):
+        return 1 - side.sum() / sum(len(b) * side[b].max() for b in batches)
+    assert padding(src_len) < 0.01 and padding(tgt_len) < 0.1  # targets spread ±4 around their source's length
+    other_epoch = token_batches(src_len, tgt_len, max_tokens=300, rng=np.random.default_rng(2))
+    assert [b.tolist() for b in other_epoch] != [b.tolist() for b in batches]
+
+
 def test_bucket_batches_have_one_fixed_shape_per_bucket_and_cover_every_pair_once():
     rng = np.random.default_rng(0)
     src_len, tgt_len = rng.integers(2, 40, 500), rng.integers(3, 41, 500)  # tgt_len - 1 ≤ 40 positions

@@ -293,21 +293,21 @@ def test_fine_tuning_refuses_a_config_that_does_not_fit_the_checkpoint(trained_r
 
 
 def test_subword_regularisation_segments_each_epoch_anew_and_a_resumed_run_ends_the_same(corpus_dir, tmp_path):
-    """300 pairs in ~9 updates an epoch: 20 updates cross two epochs, the interruption at 10 one of them."""
+    """300 pairs in ~10 updates an epoch: 24 updates cross two epochs, the interruption at 12 one of them."""
     def config(run: str, steps: int) -> Config:
         path = tmp_path / f"{run}.yaml"
         path.write_text(tiny_yaml(corpus_dir, tmp_path / run, max_steps=steps, eval_every=10).replace(
             "byte_fallback: false}", "byte_fallback: false, sampling_alpha: 0.1}"), encoding="utf-8")
         return load_config([path])
 
-    train(config("straight", 20))
-    train(config("stopped", 10))
-    train(config("stopped", 20), resume=True)
+    train(config("straight", 24))
+    train(config("stopped", 12))
+    train(config("stopped", 24), resume=True)
     expected, got = (load_checkpoint(tmp_path / run / "checkpoints" / "last.pt") for run in ("straight", "stopped"))
     assert expected["epoch"] >= 2
     for name, tensor in expected["model"].items():
         assert torch.equal(tensor, got["model"][name]), name
-    data = prepare_data(config("straight", 20), tmp_path / "straight", None)
+    data = prepare_data(config("straight", 24), tmp_path / "straight", None)
     pairs = {epoch: data.train_batches(epoch).ids[:50]["tgt_ids"] for epoch in (0, 1, 0)}  # epoch 0 made again
     best = data.train.ids[:50]["tgt_ids"]
     assert pairs[0] != pairs[1] and best not in (pairs[0], pairs[1])

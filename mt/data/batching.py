@@ -74,12 +74,13 @@ def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int,
                   rng: np.random.Generator | None = None) -> list[np.ndarray]:
     """Group pair indices into batches of at most `max_tokens` padded tokens per side.
 
-    Pairs are sorted by length so that a batch holds similar lengths (little padding); with `rng`, ties are
-    broken at random and the batch order is shuffled, so each epoch differs while padding stays low.
+    Pairs are sorted by source length, then by target length, so that a batch holds pairs of one source length
+    and close target lengths: little padding on either side. With `rng`, ties are broken at random and the
+    batch order is shuffled, so each epoch differs while padding stays low.
     """
     size = np.maximum(src_len, tgt_len)
     tiebreak = rng.permutation(len(size)) if rng is not None else np.arange(len(size))
-    order = np.lexsort((tiebreak, size))  # by length, then by the tiebreak
+    order = np.lexsort((tiebreak, tgt_len, src_len))  # by source length, then target length, then the tiebreak
     batches, start, longest = [], 0, 0
     for pos, index in enumerate(order):
         longest = max(longest, size[index])
