@@ -428,6 +428,10 @@ class DecodeConfig:
                                     flag="no_repeat_ngram")
     max_tokens: Int = key(4000, "Source tokens per decoding batch (sentences sorted by length, then grouped).",
                           per_request=False)
+    parallel_batches: Int = key(0, "Batches that mt's engine decodes at once on the CPU, each on its share of "
+                                "torch's threads: a batch alone leaves cores idle between its small products. 0: "
+                                "one per thread, at most 4; 1: one at a time. A shortlist decodes one at a time.",
+                                per_request=False)
     shortlist: str = key("", "A file made by `mt shortlist`: each step scores only the target pieces that the "
                          "batch's sources may turn into, not the whole vocabulary (faster, most for small models; "
                          "CTranslate2's engine reads it as its vocabulary map). Empty: the whole vocabulary.",
@@ -467,6 +471,7 @@ class DecodeConfig:
             (self.min_len >= 0, "min_len", "must be 0 or more"),
             (self.no_repeat_ngram_size >= 0, "no_repeat_ngram_size", "must be 0 (off) or more"),
             (self.max_tokens > 0, "max_tokens", "must be positive"),
+            (self.parallel_batches >= 0, "parallel_batches", "must be 0 (one per thread) or more"),
             (self.top_k >= 0, "top_k", "must be 0 (all tokens) or more"),
             (0 < self.top_p <= 1, "top_p", "must be in (0, 1]"),
             (self.temperature > 0, "temperature", "must be positive"),

@@ -58,8 +58,9 @@ def peers_common():
     return common
 
 
-def synthetic(engine: str, limit: int | None = None) -> list[dict]:
-    """Decode the peers' 200 synthetic sentences (or the first `limit`); returns one result per mode."""
+def synthetic(engine: str, limit: int | None = None, parallel: int = 0) -> list[dict]:
+    """Decode the peers' 200 synthetic sentences (or the first `limit`), mt's engine `parallel` batches at once
+    (decode.parallel_batches); returns one result per mode."""
     import torch
 
     from mt.config import ModelConfig
@@ -74,7 +75,7 @@ def synthetic(engine: str, limit: int | None = None) -> list[dict]:
     sources = [[w + 4 for w in s] + [EOS] for s in c.decode_sources()][:limit]  # ids 4… are words, as in the peers
     length = c.out_len()
     if engine == "mt":
-        inputs, decode = sources, _mt_decoder(model, c.DECODE_BATCH, fixed_length=length)
+        inputs, decode = sources, _mt_decoder(model, c.DECODE_BATCH, length, parallel)
     else:
         vocabulary = ["<pad>", "<unk>", "<s>", "</s>"] + [c.word(i) for i in range(c.N_WORDS)]
         inputs = [[vocabulary[t] for t in s] for s in sources]
@@ -96,8 +97,10 @@ def synthetic(engine: str, limit: int | None = None) -> list[dict]:
     return results
 
 
-def real(engine: str, checkpoint: Path, source: Path, sentences: int, shortlist: Path | None) -> list[dict]:
-    """Translate the first `sentences` lines of `source` with a trained model (and `shortlist`, if given)."""
+def real(engine: str, checkpoint: Path, source: Path, sentences: int, shortlist: Path | None,
+         parallel: int = 0) -> list[dict]:
+    """Translate the first `sentences` lines of `source` with a trained model (and `shortlist`, if given), mt's
+    engine `parallel` batches at once (decode.parallel_batches)."""
     import resource
 
     import torch
@@ -118,7 +121,8 @@ def real(engine: str, checkpoint: Path, source: Path, sentences: int, shortlist:
         translator.engine.shortlist(str(shortlist))
     results = []
     for mode, beam in (("greedy", 1), ("beam4", 4)):
-        decode = translator.decode.replace(beam_size=beam, nbest=1, shortlist=str(shortlist or ""))
+        decode = translator.decode.replace(beam_size=beam, nbest=1, shortlist=str(shortlist or ""),
+                                           parallel_batches=parallel)
         start = time.perf_counter()
         outputs = translator.translate_lines(lines, decode)
         seconds = time.perf_counter() - start
@@ -128,24 +132,24 @@ def real(engine: str, checkpoint: Path, source: Path, sentences: int, shortlist:
     return results
 
 
-def _mt_decoder(model, batch_size: int, fixed_length: int):
+def _mt_decoder(model, batch_size: int, fixed_length: int, parallel: int):
     """decode(beam, id lists) → output tokens produced, in batches as the peers form them (not mt's own
-    length-sorted token batches), each batch searched by mt's Searcher (its weights packed as in `mt translate`)."""
+    length-sorted token batches), each batch searched by mt's Searcher (its weights packed as in `mt translate`),
+    `parallel` at once (decode.parallel_batches: 0 as `mt translate` by default)."""
     import torch
 
     from mt.config import DecodeConfig
+    from mt.core.openmp import map_in_threads
     from mt.decode.search import Searcher
 
     searcher = Searcher(model, torch.device("cpu"))
 
     def decode(beam: int, sources: list[list[int]]) -> int:
-        settings = DecodeConfig(beam_size=beam, alpha=0.0, min_len=fixed_length)
-        produced = 0
-        for start in range(0, len(sources), batch_size):
-            batch = sources[start:start + batch_size]
-            found = searcher.search_batch(batch, [fixed_length] * len(batch), settings)
-            produced += sum(len(hyps[0].tokens) for hyps in found)
-        return produced
+        settings = DecodeConfig(beam_size=beam, alpha=0.0, min_len=fixed_length, parallel_batches=parallel)
+        batches = [sources[start:start + batch_size] for start in range(0, len(sources), batch_size)]
+        found = map_in_threads(lambda batch: searcher.search_batch(batch, [fixed_length] * len(batch), settings),
+                               batches, searcher.workers(settings, len(batches)))
+        return sum(len(hyps[0].tokens) for batch in found for hyps in batch)
 
     return decode
 
@@ -249,6 +253,8 @@ def main() -> None:
     parser.add_argument("--real-only", action="store_true", help="leave the synthetic workload out")
     parser.add_argument("--synthetic-sentences", type=int, metavar="N",
                         help="synthetic: the first N of the peers' 200 (a quick check, not to set beside the peers)")
+    parser.add_argument("--parallel-batches", type=int, default=0, metavar="N",
+                        help="mt's engine: batches decoded at once (decode.parallel_batches; 0: mt's default)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--peers", nargs="*", default=[], choices=sorted(PEER_DECODERS),
                         help="also run these toolkits' decoding benchmarks from the harness, interleaved")
@@ -262,8 +268,9 @@ def main() -> None:
         use_huge_pages()  # as the `mt` command does, and as it loads CTranslate2 for --engine ctranslate2
         if engine != "mt":
             load_ctranslate2_first()
-        rows = (synthetic(engine, args.synthetic_sentences) if workload == "synthetic"
-                else real(engine, args.checkpoint[0], args.src, args.sentences, args.shortlist))
+        rows = (synthetic(engine, args.synthetic_sentences, args.parallel_batches) if workload == "synthetic"
+                else real(engine, args.checkpoint[0], args.src, args.sentences, args.shortlist,
+                          args.parallel_batches))
         print(json.dumps(rows))
         return
     if (args.real_only or args.shortlist) and not args.checkpoint:
@@ -287,7 +294,8 @@ def main() -> None:
         for name, workload, options, engines in workloads:
             for engine in engines:
                 command = [sys.executable, __file__, "--child", workload, engine,
-                           "--sentences", str(args.sentences), *options]
+                           "--sentences", str(args.sentences), "--parallel-batches", str(args.parallel_batches),
+                           *options]
                 if args.synthetic_sentences:
                     command += ["--synthetic-sentences", str(args.synthetic_sentences)]
                 output = subprocess.run(command, check=True, capture_output=True, text=True).stdout

@@ -1,6 +1,8 @@
 """Packed weights: the same products as plain ones with either library, never stale after the weights change,
 applied to the chosen modules only for the duration of a block, and used by a search."""
 
+import threading
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -101,6 +103,28 @@ def test_an_error_inside_the_block_leaves_plain_products():
     with pytest.raises(RuntimeError), torch.inference_mode(), PackedWeights("onednn").applied([linear], rows=8):
         raise RuntimeError
     assert "forward" not in vars(linear)
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_blocks_of_two_threads_share_the_packed_modules_until_the_last_leaves(library):
+    linear, packed = nn.Linear(16, 24), PackedWeights(library)
+    first_in, second_out = threading.Event(), threading.Event()
+    seen = []
+
+    def first():
+        with packed.applied([linear], rows=8):
+            first_in.set()
+            second_out.wait(timeout=30)
+            seen.append(packed_path(linear, 8))  # the other block has left: still packed for this one
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    first_in.wait(timeout=30)
+    with packed.applied([linear], rows=8):
+        seen.append(packed_path(linear, 8))
+    second_out.set()
+    thread.join()
+    assert seen == [True, True] and "forward" not in vars(linear)
 
 
 @pytest.mark.parametrize("library", LIBRARIES)

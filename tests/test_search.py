@@ -1,5 +1,6 @@
 """Search: the cache changes nothing, beam search finds the best output, batching changes no sentence."""
 
+import threading
 
 import pytest
 import torch
@@ -7,9 +8,10 @@ import torch
 from conftest import tiny_model
 from mt.config import Config, DecodeConfig, ModelConfig
 from mt.decode.packing import PackedWeights
+from mt.decode.shortlist import Shortlist
 from mt.decode.search import (Ensemble, Hypothesis, Searcher, StepDecoder, beam_search, block_repeated_ngrams,
                               greedy_search, length_penalty)
-from mt.data.tokenizer import BOS, EOS, PAD
+from mt.data.tokenizer import BOS, EOS, PAD, UNK
 from mt.decode.translator import Translator, translate_stream
 
 
@@ -144,6 +146,50 @@ def test_batching_and_sorting_change_no_output_and_keep_the_order(beam):
     assert together[2][0].text == ""
 
 
+class MeetingSearcher(Searcher):
+    """mt's engine, whose batches wait for each other: a search of several batches fails unless `meet` of them
+    are searched at once. It keeps the torch threads each batch had."""
+
+    def __init__(self, model, meet: int):
+        super().__init__(model, torch.device("cpu"))
+        self.meeting, self.threads = threading.Barrier(meet, timeout=30), []
+
+    def search_batch(self, src_ids, limits, decode):
+        self.threads.append(torch.get_num_threads())
+        self.meeting.wait()
+        return super().search_batch(src_ids, limits, decode)
+
+
+@pytest.mark.parametrize("decode", [DecodeConfig(beam_size=1), DecodeConfig(beam_size=3, nbest=2, alpha=0.6),
+                                    DecodeConfig(sample=True, temperature=2.0), DecodeConfig(shortlist="list.pt")],
+                         ids=["greedy", "beam", "sample", "shortlist"])
+def test_batches_searched_at_once_give_what_one_at_a_time_gives(decode, tmp_path, monkeypatch):
+    model = peaky_model()
+    monkeypatch.chdir(tmp_path)  # a shortlist of the sources' own pieces and a few others
+    Shortlist(torch.full((40, 2), -1), torch.tensor([EOS, UNK, 20, 21, 22]), joint=True, vocab_hash="").save(
+        tmp_path / "list.pt")
+    lines = ["1234567", "12", "98765", "3", "4444444444", "55"]
+    decode = decode.replace(max_tokens=12, max_len_a=1.0, max_len_b=3)  # 4 batches, searched two by two
+    alone = Translator(Searcher(model, torch.device("cpu")), FakeTokenizer(), Config(model=model.config))
+    at_once = Translator(MeetingSearcher(model, meet=2), FakeTokenizer(), Config(model=model.config))
+    threads = torch.get_num_threads()
+    expected = alone.translate(lines, decode.replace(parallel_batches=1))
+    found = at_once.translate(lines, decode.replace(parallel_batches=2))
+    assert [[t.text for t in best] for best in found] == [[t.text for t in best] for best in expected]
+    assert [t.score for best in found for t in best] == pytest.approx(
+        [t.score for best in expected for t in best], abs=1e-5)
+    assert at_once.engine.threads == [max(1, threads // 2)] * 4 and torch.get_num_threads() == threads
+    assert not any("forward" in vars(m) for m in model.modules())  # the last batch out unpacked the weights
+
+
+def test_batches_searched_at_once_are_one_per_thread_by_default_and_no_more_than_there_are():
+    searcher = Searcher(peaky_model(), torch.device("cpu"))
+    threads = torch.get_num_threads()
+    assert searcher.workers(DecodeConfig(), batches=10) == min(threads, 4)
+    assert searcher.workers(DecodeConfig(parallel_batches=3), batches=2) == 2
+    assert searcher.workers(DecodeConfig(parallel_batches=1), batches=10) == 1
+
+
 class RecordingEngine:
     """An engine that finds empty outputs and keeps each batch it is given, with its limits."""
 
@@ -151,6 +197,9 @@ class RecordingEngine:
 
     def __init__(self):
         self.batches = []
+
+    def workers(self, decode, batches):
+        return 1
 
     def search_batch(self, src_ids, limits, decode):
         self.batches.append((src_ids, limits))

@@ -1,11 +1,16 @@
 """OpenMP threads that keep spinning: CTranslate2 loaded before torch, and a thread that only prepares work starting
-no thread team (no torch import at the top, so that `mt --help` stays quick)."""
+no thread team; work shared out among threads that split torch's threads between them (no torch import at the top,
+so that `mt --help` stays quick)."""
 
 import importlib
 import importlib.util
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import TypeVar
+
+Item, Result = TypeVar("Item"), TypeVar("Result")
 
 
 def load_ctranslate2_first() -> None:
@@ -37,3 +42,21 @@ def without_a_thread_team() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def map_in_threads(function: Callable[[Item], Result], items: Iterable[Item], workers: int) -> list[Result]:
+    """[function(item) for item in items], by `workers` threads at once, each running torch's work on its share of
+    torch's threads (at least one). torch's operations let go of Python's lock while they compute, so two threads
+    of one thread each keep both cores of a small CPU busy where one thread of two leaves them waiting on each
+    other between small products."""
+    if workers <= 1:
+        return [function(item) for item in items]
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        with ThreadPoolExecutor(workers, thread_name_prefix="mt-batch", initializer=torch.set_num_threads,
+                                initargs=(max(1, threads // workers),)) as pool:
+            return list(pool.map(function, items))
+    finally:
+        torch.set_num_threads(threads)  # also the count that new threads and MKL start from, which the workers set

@@ -80,6 +80,10 @@ class CTranslate2Engine:
     def max_positions(self) -> int:
         return self.config.model.max_positions
 
+    def workers(self, decode: DecodeConfig, batches: int) -> int:
+        """One batch at a time: the translator splits each batch among its own threads (intra_threads)."""
+        return 1
+
     def search_batch(self, src_ids: list[list[int]], limits: list[int],
                      decode: DecodeConfig) -> list[list[Hypothesis]]:
         """The decode.nbest best outputs of each source of one batch, best first, each of at most its limit's tokens.

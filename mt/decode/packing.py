@@ -20,6 +20,7 @@ module instances only, and takes it away after.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -68,23 +69,35 @@ class PackedWeights:
     def __init__(self, library: Library | None = None):
         self.library = best_library() if library is None else library
         self._kept: WeakKeyDictionary[nn.Linear, tuple[int | None, tuple[int, int], Tensor]] = WeakKeyDictionary()
+        self._blocks: dict[nn.Linear, int] = {}  # each packed module: the blocks it is in, in any thread
+        self._lock = threading.Lock()
 
     @contextmanager
     def applied(self, modules: list[nn.Module], rows: int | None) -> Iterator[None]:
         """Within the block, every packable fp32 CPU nn.Linear in `modules` multiplies by its packed weight: any
         input with oneDNN, inputs of `rows` rows with MKL (None: the block's products have no one size, and MKL
-        packs none). The block must not change the weights."""
+        packs none). The block must not change the weights. Blocks of several threads may share modules: the
+        first to come packs them, the last to leave unpacks them."""
         linears = [m for module in modules for m in module.modules() if isinstance(m, nn.Linear)
                    and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32]
         if self.library == "none" or (self.library == "mkl" and rows not in MKL_ROWS):
             linears = []
+        entered = []
         try:
-            for linear in linears:  # an instance attribute, which nn.Module's __call__ finds before the class's
-                linear.forward = self._forward(linear, rows)
+            with self._lock:
+                for linear in linears:  # an instance attribute, which nn.Module's __call__ finds before the class's
+                    if not self._blocks.get(linear):
+                        linear.forward = self._forward(linear, rows)
+                    self._blocks[linear] = self._blocks.get(linear, 0) + 1
+                    entered.append(linear)
             yield
         finally:
-            for linear in linears:
-                linear.__dict__.pop("forward", None)
+            with self._lock:
+                for linear in entered:
+                    self._blocks[linear] -= 1
+                    if not self._blocks[linear]:
+                        del self._blocks[linear]
+                        linear.__dict__.pop("forward", None)
 
     def _forward(self, linear: nn.Linear, rows: int | None) -> functools.partial:
         """linear's packed product, with the kept packed weight unless the weight changed since."""

@@ -16,15 +16,16 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from mt.data.batching import pad_ids, source_batches
 from mt.decode.cache import DecoderCache
 from mt.config import DecodeConfig
 from mt.core.errors import MtError
+from mt.core.openmp import map_in_threads
 from mt.model.transformer import Transformer, make_pad_mask, make_tgt_mask
 from mt.decode.packing import PackedWeights
-from mt.decode.shortlist import Shortlist, shortlisted
+from mt.decode.shortlist import Shortlist, narrowed_generator
 from mt.data.tokenizer import BOS, EOS, PAD
 
 
@@ -63,6 +64,9 @@ class SearchEngine(Protocol):
         """The decode.nbest best outputs of each source (ids) of one batch, best first, each of at most its limit's
         tokens."""
 
+    def workers(self, decode: DecodeConfig, batches: int) -> int:
+        """How many of `batches` batches to search at once (search_batch from as many threads)."""
+
     def shortlist(self, path: str) -> Shortlist:
         """The shortlist file at `path` (decode.shortlist), read and checked once, before the searches use it."""
 
@@ -77,14 +81,21 @@ class SearchEngine(Protocol):
 
 def search_sources(engine: SearchEngine, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
     """The decode.nbest best outputs of each source, best first, in input order. Sources are sorted by length into
-    batches of at most decode.max_tokens tokens (one looping output delays only its batch); each sentence keeps its
-    own output limit."""
-    found: list[list[Hypothesis]] = [[] for _ in src_ids]
-    for n, batch in enumerate(source_batches(src_ids, decode.max_tokens)):
+    batches of at most decode.max_tokens tokens (one looping output delays only its batch), which the engine may
+    search several at once (its `workers`); each sentence keeps its own output limit."""
+    batches = source_batches(src_ids, decode.max_tokens)
+
+    def search(numbered: tuple[int, list[int]]) -> list[list[Hypothesis]]:
+        n, batch = numbered
         limits = [output_limit(decode, len(src_ids[i]), engine.max_positions) for i in batch]
-        # sampling: each batch draws from a stream of its own, the same on every run
+        # sampling: each batch draws from a stream of its own, the same on every run and in any thread
         batch_decode = decode.replace(seed=decode.seed + n) if decode.sample else decode
-        for i, hyps in zip(batch, engine.search_batch([src_ids[i] for i in batch], limits, batch_decode)):
+        return engine.search_batch([src_ids[i] for i in batch], limits, batch_decode)
+
+    found: list[list[Hypothesis]] = [[] for _ in src_ids]
+    searched = map_in_threads(search, enumerate(batches), engine.workers(decode, len(batches)))
+    for batch, hyps_of_batch in zip(batches, searched):
+        for i, hyps in zip(batch, hyps_of_batch):
             found[i] = hyps
     return found
 
@@ -116,26 +127,36 @@ class Searcher:
         """The decode.nbest best outputs of each source, best first, in input order (search_sources)."""
         return search_sources(self, src_ids, decode)
 
+    def workers(self, decode: DecodeConfig, batches: int) -> int:
+        """decode.parallel_batches (0: one per torch thread, at most 4; Python's lock, which every thread takes
+        between operations, would hold more back) on the CPU; one batch at a time on a GPU, which one batch keeps
+        busy."""
+        if self.device.type != "cpu":
+            return 1
+        return min(decode.parallel_batches or min(torch.get_num_threads(), 4), batches)
+
     def search_batch(self, src_ids: list[list[int]], limits: list[int],
                      decode: DecodeConfig) -> list[list[Hypothesis]]:
         """The decode.nbest best outputs of each source of one batch, best first, each of at most its limit's
-        tokens; greedy when decode.beam_size is 1; one drawn output each with decode.sample."""
+        tokens; greedy when decode.beam_size is 1; one drawn output each with decode.sample. Batches may be
+        searched from several threads at once (workers): the models are only read."""
         src = pad_ids(src_ids).to(self.device)                                                    # [B, S]
         max_len = torch.tensor(limits, device=self.device)                                        # [B]
         vocab = self.shortlist(decode.shortlist).targets(src_ids).to(self.device) if decode.shortlist else None
+        # the generators narrowed to the shortlist are copies: the models stay as other batches' searches read them
+        generators = [narrowed_generator(model, vocab) for model in self.models]
         options = {"alpha": decode.alpha, "min_len": decode.min_len,
-                   "no_repeat_ngram_size": decode.no_repeat_ngram_size, "vocab": vocab}
+                   "no_repeat_ngram_size": decode.no_repeat_ngram_size, "vocab": vocab, "generators": generators}
         beams = 1 if decode.sample else decode.beam_size
-        with shortlisted(self.models, vocab):
-            # oneDNN packs every product; MKL packs for one number of rows, that of the decoder's steps: B·beam
-            # (fewer once a beam search sentence is done)
-            parts = self.models if self.packed.library == "onednn" else [
-                module for model in self.models for module in (model.decoder, model.generator)]
-            with self.packed.applied(parts, len(src_ids) * beams):
-                if beams == 1:
-                    sampling = TokenSampling.of(decode, self.device) if decode.sample else None
-                    return [[h] for h in greedy_search(self.ensemble, src, max_len, sampling=sampling, **options)]
-                return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
+        # oneDNN packs every product; MKL packs for one number of rows, that of the decoder's steps: B·beam (fewer
+        # once a beam search sentence is done)
+        parts = [*self.models, *generators] if self.packed.library == "onednn" else [
+            module for model, generator in zip(self.models, generators) for module in (model.decoder, generator)]
+        with self.packed.applied(parts, len(src_ids) * beams):
+            if beams == 1:
+                sampling = TokenSampling.of(decode, self.device) if decode.sample else None
+                return [[h] for h in greedy_search(self.ensemble, src, max_len, sampling=sampling, **options)]
+            return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
 
     def shortlist(self, path: str) -> Shortlist:
         """The shortlist file at `path`, read once."""
@@ -182,16 +203,18 @@ class StepDecoder:
     mean of an ensemble's (each model with its own memory and cache), with the search's constraints applied.
 
     With `beams` K, the prefixes come in groups of K per sentence. With a shortlist's `vocab` [V'] (target ids,
-    ascending; the models' generators give its logits only, mt/decode/shortlist.py), log-probabilities are over
-    its ids, column c for id vocab[c]; `ids` turns columns into ids.
+    ascending), log-probabilities are over its ids, column c for id vocab[c]; `ids` turns columns into ids. Each
+    model's `generators` give its logits (default: narrowed_generator, mt/decode/shortlist.py).
     """
 
     def __init__(self, model: Transformer | Ensemble, src: Tensor, use_cache: bool, max_len: int, min_len: int = 0,
-                 no_repeat_ngram_size: int = 0, beams: int = 1, vocab: Tensor | None = None):
+                 no_repeat_ngram_size: int = 0, beams: int = 1, vocab: Tensor | None = None,
+                 generators: list[nn.Module] | None = None):
         ensemble = Ensemble.of(model)
+        generators = generators or [narrowed_generator(m, vocab) for m in ensemble.models]
         src_mask = make_pad_mask(src, PAD)                                                        # [B,1,1,S]
-        self.members = [ModelStep(m, m.encode(src, src_mask), src_mask, use_cache, max_len, beams)
-                        for m in ensemble.models]
+        self.members = [ModelStep(m, generator, m.encode(src, src_mask), src_mask, use_cache, max_len, beams)
+                        for m, generator in zip(ensemble.models, generators)]
         self.weights, self.min_len, self.no_repeat_ngram_size = ensemble.weights, min_len, no_repeat_ngram_size
         self.vocab, self.column = vocab, None  # column [V]: each id's column, -1 for ids outside the shortlist
         if vocab is not None:
@@ -229,20 +252,21 @@ class StepDecoder:
 
 
 class ModelStep:
-    """One model's next-token log-probabilities, with or without the incremental cache.
+    """One model's next-token log-probabilities, with or without the incremental cache, its logits from `generator`
+    (the model's own, or one narrowed to a shortlist).
 
     With `beams` K, the cache lets each group of K prefixes share its sentence's memory row [B,S,D]; the full
     recomputation copies each row K times.
     """
 
-    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool, max_len: int,
-                 beams: int):
+    def __init__(self, model: Transformer, generator: nn.Module, memory: Tensor, src_mask: Tensor, use_cache: bool,
+                 max_len: int, beams: int):
         self.cache = DecoderCache(model, memory, src_mask, beams, capacity=max_len) if use_cache else None
         if not use_cache and beams > 1:
             rows = torch.arange(memory.size(0), device=memory.device).repeat_interleave(beams)
             memory, src_mask = memory.index_select(0, rows), src_mask.index_select(0, rows)  # [B·K,S,D]
         # memory and src_mask are read by the full recomputation only: the cache keeps its own
-        self.model, self.memory, self.src_mask, self.beams = model, memory, src_mask, beams
+        self.model, self.generator, self.memory, self.src_mask, self.beams = model, generator, memory, src_mask, beams
 
     def log_probs(self, prefixes: Tensor) -> Tensor:
         """prefixes [N, t] (BOS first) → the model's log-probabilities of the next token [N, V]."""
@@ -250,7 +274,7 @@ class ModelStep:
             hidden = self.cache.step(prefixes[:, -1:])
         else:
             hidden, _ = self.model.decode(prefixes, self.memory, self.src_mask, make_tgt_mask(prefixes, PAD))
-        return self.model.generator(hidden[:, -1]).float().log_softmax(dim=-1)
+        return self.generator(hidden[:, -1]).float().log_softmax(dim=-1)
 
     def select(self, rows: Tensor, same_sentences: bool) -> None:
         if self.cache is not None:  # one memory row per group of beams: the group's sentence
@@ -305,12 +329,14 @@ class TokenSampling:
 @torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
 def greedy_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, use_cache: bool = True,
                   alpha: float = 0.0, min_len: int = 0, no_repeat_ngram_size: int = 0,
-                  sampling: TokenSampling | None = None, vocab: Tensor | None = None) -> list[Hypothesis]:
+                  sampling: TokenSampling | None = None, vocab: Tensor | None = None,
+                  generators: list[nn.Module] | None = None) -> list[Hypothesis]:
     """src [B,S] padded ids, max_len [B] output budget per sentence → the most likely token at every step, or one
     drawn by `sampling`. An output's score is its log-probability under the model (the temperature aside), which
-    alpha normalises (see the module's docstring) as beam search would. With `vocab` (a shortlist's target ids,
-    with the models' generators narrowed to them) it chooses among those only."""
-    decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size, vocab=vocab)
+    alpha normalises (see the module's docstring) as beam search would. With `vocab` (a shortlist's target ids; the
+    models' `generators` narrowed to them, StepDecoder) it chooses among those only."""
+    decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size, vocab=vocab,
+                          generators=generators)
     batch = src.size(0)
     ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
     log_prob = torch.zeros(batch, device=src.device)
@@ -340,7 +366,7 @@ def length_penalty(length: int, alpha: float) -> float:
 @torch.inference_mode()  # no autograd bookkeeping at all, not even version counters
 def beam_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, beam_size: int, alpha: float = 0.0,
                 nbest: int = 1, use_cache: bool = True, min_len: int = 0, no_repeat_ngram_size: int = 0,
-                vocab: Tensor | None = None) -> list[list[Hypothesis]]:
+                vocab: Tensor | None = None, generators: list[nn.Module] | None = None) -> list[list[Hypothesis]]:
     """Batched beam search: B sentences × K beams decoded together. Returns the `nbest` best outputs per
     sentence, best first, by log-probability / length_penalty(output length incl. EOS, alpha).
 
@@ -350,7 +376,8 @@ def beam_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, bea
     """
     batch, k = src.size(0), beam_size
     device = src.device
-    decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size, k, vocab)
+    decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size, k, vocab,
+                          generators)
     ys = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)          # [B*K, t]
     scores = torch.full((batch, k), float("-inf"), device=device)
     scores[:, 0] = 0.0                                                              # one live beam at first

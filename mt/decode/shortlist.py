@@ -13,8 +13,6 @@ only, so an output can differ from the full search's where its best piece lies o
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,25 +125,16 @@ def _sides(ids: list[list[int]]) -> Sides:
                  np.array([len(row) for row in kept], dtype=np.int64))
 
 
-@contextmanager
-def shortlisted(models: list[Transformer], vocab: Tensor | None) -> Iterator[None]:
-    """Within the block, each model's generator gives logits for the target ids `vocab` [V'] only, in that order:
-    [N, V'] (None: the whole vocabulary). The model itself is left as it was after."""
+def narrowed_generator(model: Transformer, vocab: Tensor | None) -> nn.Module:
+    """The model's generator (vocab None), or a copy of it that gives logits for the target ids `vocab` [V'] only,
+    in that order: [N, V']. The model itself is left as it is, for other searches to read at the same time."""
     if vocab is None:
-        yield
-        return
-    generators = [model.generator for model in models]
-    try:
-        for model, generator in zip(models, generators):
-            proj = generator.proj
-            head = nn.Linear(proj.in_features, len(vocab), bias=proj.bias is not None,
-                             device=proj.weight.device, dtype=proj.weight.dtype)
-            rows = vocab.to(proj.weight.device)
-            head.weight.data = proj.weight.detach().index_select(0, rows)                # [V', D]
-            if proj.bias is not None:
-                head.bias.data = proj.bias.detach().index_select(0, rows)
-            model.generator = head
-        yield
-    finally:
-        for model, generator in zip(models, generators):
-            model.generator = generator
+        return model.generator
+    proj = model.generator.proj
+    head = nn.Linear(proj.in_features, len(vocab), bias=proj.bias is not None,
+                     device=proj.weight.device, dtype=proj.weight.dtype)
+    rows = vocab.to(proj.weight.device)
+    head.weight.data = proj.weight.detach().index_select(0, rows)                # [V', D]
+    if proj.bias is not None:
+        head.bias.data = proj.bias.detach().index_select(0, rows)
+    return head
