@@ -430,7 +430,7 @@ class DecodeConfig:
                           per_request=False)
     parallel_batches: Int = key(0, "Batches that mt's engine decodes at once on the CPU, each on its share of "
                                 "torch's threads: a batch alone leaves cores idle between its small products. 0: "
-                                "one per thread, at most 4; 1: one at a time. A shortlist decodes one at a time.",
+                                "one per thread, at most 4; 1: one at a time.",
                                 per_request=False)
     shortlist: str = key("", "A file made by `mt shortlist`: each step scores only the target pieces that the "
                          "batch's sources may turn into, not the whole vocabulary (faster, most for small models; "
