@@ -429,8 +429,9 @@ class DecodeConfig:
     max_tokens: Int = key(4000, "Source tokens per decoding batch (sentences sorted by length, then grouped).",
                           per_request=False)
     parallel_batches: Int = key(0, "Batches that mt's engine decodes at once on the CPU, each on its share of "
-                                "torch's threads: a batch alone leaves cores idle between its small products. 0: "
-                                "one per thread, at most 4; 1: one at a time.",
+                                "torch's threads: a batch alone leaves cores idle between its small products. The "
+                                "sentences are then cut into batches of about equal work (of 64 sentences at the "
+                                "least). 0: one per thread, at most 4; 1: one at a time.",
                                 per_request=False)
     shortlist: str = key("", "A file made by `mt shortlist`: each step scores only the target pieces that the "
                          "batch's sources may turn into, not the whole vocabulary (faster, most for small models; "

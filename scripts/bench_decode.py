@@ -148,7 +148,7 @@ def _mt_decoder(model, batch_size: int, fixed_length: int, parallel: int):
         settings = DecodeConfig(beam_size=beam, alpha=0.0, min_len=fixed_length, parallel_batches=parallel)
         batches = [sources[start:start + batch_size] for start in range(0, len(sources), batch_size)]
         found = map_in_threads(lambda batch: searcher.search_batch(batch, [fixed_length] * len(batch), settings),
-                               batches, searcher.workers(settings, len(batches)))
+                               batches, min(searcher.workers(settings), len(batches)))
         return sum(len(hyps[0].tokens) for batch in found for hyps in batch)
 
     return decode

@@ -74,6 +74,15 @@ def test_source_batches_cover_every_source_once_in_length_order():
     assert [[len(sources[i]) for i in b] for b in batches] == [[2, 2], [4], [7], [9]]
 
 
+def test_source_batches_in_shares_hold_about_equal_source_tokens_within_the_budget():
+    sources = [[5] * n for n in [2] * 30 + [3] * 20 + [10] * 4]  # 160 source tokens
+    halves = source_batches(sources, max_tokens=1000, shares=2)
+    assert [sum(len(sources[i]) for i in b) for b in halves] == [81, 79]  # ends at the sentence reaching 80
+    assert [len(b) for b in halves] == [37, 17]  # the short sentences' batch holds more of them
+    assert source_batches(sources, max_tokens=40, shares=2) == source_batches(sources, max_tokens=40)  # budget first
+    assert source_batches(sources, max_tokens=1000) == [list(range(54))]
+
+
 def train_batches(encoded, rows, **settings) -> TrainBatches:
     return TrainBatches(encoded.select_columns(["src_ids", "tgt_ids"]), *lengths(encoded), rows, **settings)
 

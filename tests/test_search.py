@@ -9,8 +9,8 @@ from conftest import tiny_model
 from mt.config import Config, DecodeConfig, ModelConfig
 from mt.decode.packing import PackedWeights
 from mt.decode.shortlist import Shortlist
-from mt.decode.search import (Ensemble, Hypothesis, Searcher, StepDecoder, beam_search, block_repeated_ngrams,
-                              greedy_search, length_penalty)
+from mt.decode.search import (SHARED_ROWS, Ensemble, Hypothesis, Searcher, StepDecoder, beam_search,
+                              block_repeated_ngrams, equal_shares, greedy_search, length_penalty)
 from mt.data.tokenizer import BOS, EOS, PAD, UNK
 from mt.decode.translator import Translator, translate_stream
 
@@ -182,12 +182,49 @@ def test_batches_searched_at_once_give_what_one_at_a_time_gives(decode, tmp_path
     assert not any("forward" in vars(m) for m in model.modules())  # the last batch out unpacked the weights
 
 
-def test_batches_searched_at_once_are_one_per_thread_by_default_and_no_more_than_there_are():
+def test_batches_searched_at_once_are_one_per_thread_by_default():
     searcher = Searcher(peaky_model(), torch.device("cpu"))
     threads = torch.get_num_threads()
-    assert searcher.workers(DecodeConfig(), batches=10) == min(threads, 4)
-    assert searcher.workers(DecodeConfig(parallel_batches=3), batches=2) == 2
-    assert searcher.workers(DecodeConfig(parallel_batches=1), batches=10) == 1
+    assert searcher.workers(DecodeConfig()) == min(threads, 4)
+    assert searcher.workers(DecodeConfig(parallel_batches=3)) == 3
+    assert searcher.workers(DecodeConfig(parallel_batches=1)) == 1
+
+
+def test_threads_get_two_batches_each_of_at_least_shared_rows_sentences():
+    assert equal_shares(sources=1000, batches=1, workers=2) == 4
+    assert equal_shares(sources=1000, batches=3, workers=2) == 8
+    assert equal_shares(sources=3 * SHARED_ROWS, batches=1, workers=2) == 3
+    assert equal_shares(sources=2 * SHARED_ROWS - 1, batches=1, workers=2) == 1  # one batch, on both threads
+
+
+class WorkerCountingSearcher(Searcher):
+    """mt's engine, keeping the number of sources in each batch it searches."""
+
+    def __init__(self, model):
+        super().__init__(model, torch.device("cpu"))
+        self.batches = []
+
+    def search_batch(self, src_ids, limits, decode):
+        self.batches.append(len(src_ids))
+        return super().search_batch(src_ids, limits, decode)
+
+
+@pytest.mark.parametrize("decode", [DecodeConfig(beam_size=1), DecodeConfig(beam_size=3, alpha=0.6),
+                                    DecodeConfig(sample=True)], ids=["greedy", "beam", "sample"])
+def test_a_batch_of_many_sources_is_shared_out_with_the_same_outputs_but_not_a_sample(decode):
+    model = peaky_model()
+    lines = [str(1 + i % 9) * (1 + i % 5) for i in range(2 * SHARED_ROWS)]  # one batch by the token budget
+    decode = decode.replace(max_len_a=1.0, max_len_b=3)
+    shared = Translator(WorkerCountingSearcher(model), FakeTokenizer(), Config(model=model.config))
+    found = shared.translate(lines, decode.replace(parallel_batches=2))
+    expected = Translator(Searcher(model, torch.device("cpu")), FakeTokenizer(), Config(model=model.config)
+                          ).translate(lines, decode.replace(parallel_batches=1))
+    if decode.sample:  # its batches are the token budget's, whatever the machine's threads
+        assert shared.engine.batches == [2 * SHARED_ROWS]
+    else:
+        assert len(shared.engine.batches) == 2 and sum(shared.engine.batches) == 2 * SHARED_ROWS
+    assert [t[0].text for t in found] == [t[0].text for t in expected]
+    assert [t[0].score for t in found] == pytest.approx([t[0].score for t in expected], abs=1e-5)
 
 
 class RecordingEngine:
@@ -198,7 +235,7 @@ class RecordingEngine:
     def __init__(self):
         self.batches = []
 
-    def workers(self, decode, batches):
+    def workers(self, decode):
         return 1
 
     def search_batch(self, src_ids, limits, decode):

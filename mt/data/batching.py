@@ -64,15 +64,19 @@ def make_batch(src_ids: list[list[int]], tgt_ids: list[list[int]], shape: tuple[
     return Batch(src, tgt_input, tgt_label)
 
 
-def source_batches(src_ids: list[list[int]], max_tokens: int) -> list[list[int]]:
-    """Indices of sources (ids), sorted by length into batches of at most `max_tokens` padded tokens."""
+def source_batches(src_ids: list[list[int]], max_tokens: int, shares: int = 1) -> list[list[int]]:
+    """Indices of sources (ids), sorted by length into batches of at most `max_tokens` padded tokens; with
+    `shares`, a batch also ends once it holds that fraction of all the source tokens, so that as many threads
+    searching the batches at once get about equal work."""
     lengths = np.array([len(ids) for ids in src_ids], dtype=np.int64)
-    return [batch.tolist() for batch in token_batches(lengths, lengths, max_tokens)] if len(lengths) else []
+    share = -(-int(lengths.sum()) // shares)
+    return [batch.tolist() for batch in token_batches(lengths, lengths, max_tokens, share=share)] if len(lengths) else []
 
 
 def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int,
-                  rng: np.random.Generator | None = None) -> list[np.ndarray]:
-    """Group pair indices into batches of at most `max_tokens` padded tokens per side.
+                  rng: np.random.Generator | None = None, share: int = 0) -> list[np.ndarray]:
+    """Group pair indices into batches of at most `max_tokens` padded tokens per side (and, with `share`, of
+    source tokens up to the pair that reaches `share`).
 
     Pairs are sorted by source length, then by target length, so that a batch holds pairs of one source length
     and close target lengths: little padding on either side. With `rng`, ties are broken at random and the
@@ -81,12 +85,14 @@ def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int,
     size = np.maximum(src_len, tgt_len)
     tiebreak = rng.permutation(len(size)) if rng is not None else np.arange(len(size))
     order = np.lexsort((tiebreak, tgt_len, src_len))  # by source length, then target length, then the tiebreak
-    batches, start, longest = [], 0, 0
+    batches, start, longest, held = [], 0, 0, 0
     for pos, index in enumerate(order):
         longest = max(longest, size[index])
-        if pos > start and (pos - start + 1) * longest > max_tokens:  # a longer pair alone still fits
+        # a longer pair alone still fits
+        if pos > start and ((pos - start + 1) * longest > max_tokens or 0 < share <= held):
             batches.append(order[start:pos])
-            start, longest = pos, size[index]
+            start, longest, held = pos, size[index], 0
+        held += src_len[index]
     batches.append(order[start:])
     return _shuffled(batches, rng)
 

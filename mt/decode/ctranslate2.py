@@ -80,7 +80,7 @@ class CTranslate2Engine:
     def max_positions(self) -> int:
         return self.config.model.max_positions
 
-    def workers(self, decode: DecodeConfig, batches: int) -> int:
+    def workers(self, decode: DecodeConfig) -> int:
         """One batch at a time: the translator splits each batch among its own threads (intra_threads)."""
         return 1
 

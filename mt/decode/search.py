@@ -64,8 +64,8 @@ class SearchEngine(Protocol):
         """The decode.nbest best outputs of each source (ids) of one batch, best first, each of at most its limit's
         tokens."""
 
-    def workers(self, decode: DecodeConfig, batches: int) -> int:
-        """How many of `batches` batches to search at once (search_batch from as many threads)."""
+    def workers(self, decode: DecodeConfig) -> int:
+        """How many batches to search at once (search_batch from as many threads)."""
 
     def shortlist(self, path: str) -> Shortlist:
         """The shortlist file at `path` (decode.shortlist), read and checked once, before the searches use it."""
@@ -82,8 +82,13 @@ class SearchEngine(Protocol):
 def search_sources(engine: SearchEngine, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
     """The decode.nbest best outputs of each source, best first, in input order. Sources are sorted by length into
     batches of at most decode.max_tokens tokens (one looping output delays only its batch), which the engine may
-    search several at once (its `workers`); each sentence keeps its own output limit."""
+    search several at once (its `workers`, among whom the sources are then cut into batches of about equal work:
+    equal_shares); each sentence keeps its own output limit."""
+    workers = engine.workers(decode)
     batches = source_batches(src_ids, decode.max_tokens)
+    # a sample's draws follow its batch, which must not depend on the machine's threads
+    if workers > 1 and not decode.sample and (shares := equal_shares(len(src_ids), len(batches), workers)) > 1:
+        batches = source_batches(src_ids, decode.max_tokens, shares)
 
     def search(numbered: tuple[int, list[int]]) -> list[list[Hypothesis]]:
         n, batch = numbered
@@ -93,11 +98,24 @@ def search_sources(engine: SearchEngine, src_ids: list[list[int]], decode: Decod
         return engine.search_batch([src_ids[i] for i in batch], limits, batch_decode)
 
     found: list[list[Hypothesis]] = [[] for _ in src_ids]
-    searched = map_in_threads(search, enumerate(batches), engine.workers(decode, len(batches)))
+    searched = map_in_threads(search, enumerate(batches), min(workers, len(batches)))
     for batch, hyps_of_batch in zip(batches, searched):
         for i, hyps in zip(batch, hyps_of_batch):
             found[i] = hyps
     return found
+
+
+SHARED_ROWS = 64  # the fewest sentences a batch shared out holds (equal_shares; docs/translating.md)
+
+
+def equal_shares(sources: int, batches: int, workers: int) -> int:
+    """Into how many batches of about equal source tokens to cut `sources` sentences, which the token budget puts
+    into `batches`, for `workers` threads at once. The budget's batches would keep threads waiting for the one
+    with the largest (its last batch is small); equal shares, two a thread for every `workers` of the budget's (a
+    thread whose batch ends first takes the next), keep them all busy to the end, as long as each holds at least
+    SHARED_ROWS sentences (below that, two threads on one batch beat a thread on each half). 1: keep the budget's
+    batches."""
+    return min(2 * workers * -(-batches // workers), sources // SHARED_ROWS)
 
 
 def output_limit(decode: DecodeConfig, src_len: int, max_positions: int) -> int:
@@ -127,13 +145,13 @@ class Searcher:
         """The decode.nbest best outputs of each source, best first, in input order (search_sources)."""
         return search_sources(self, src_ids, decode)
 
-    def workers(self, decode: DecodeConfig, batches: int) -> int:
+    def workers(self, decode: DecodeConfig) -> int:
         """decode.parallel_batches (0: one per torch thread, at most 4; Python's lock, which every thread takes
         between operations, would hold more back) on the CPU; one batch at a time on a GPU, which one batch keeps
         busy."""
         if self.device.type != "cpu":
             return 1
-        return min(decode.parallel_batches or min(torch.get_num_threads(), 4), batches)
+        return decode.parallel_batches or min(torch.get_num_threads(), 4)
 
     def search_batch(self, src_ids: list[list[int]], limits: list[int],
                      decode: DecodeConfig) -> list[list[Hypothesis]]:
