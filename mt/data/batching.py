@@ -69,8 +69,10 @@ def source_batches(src_ids: list[list[int]], max_tokens: int, shares: int = 1) -
     `shares`, a batch also ends once it holds that fraction of all the source tokens, so that as many threads
     searching the batches at once get about equal work."""
     lengths = np.array([len(ids) for ids in src_ids], dtype=np.int64)
+    if not len(lengths):
+        return []
     share = -(-int(lengths.sum()) // shares)
-    return [batch.tolist() for batch in token_batches(lengths, lengths, max_tokens, share=share)] if len(lengths) else []
+    return [batch.tolist() for batch in token_batches(lengths, lengths, max_tokens, share=share)]
 
 
 def token_batches(src_len: np.ndarray, tgt_len: np.ndarray, max_tokens: int,
