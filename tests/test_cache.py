@@ -11,7 +11,9 @@ from mt.data.tokenizer import BOS, EOS, PAD
 
 def test_kept_keys_and_values_grow_and_reorder_like_concatenation():
     cache, reference_k, reference_v, batch = SelfAttentionCache(capacity=2), None, None, 3
-    for rows in ([2, 0, 0], [1, 2], [1, 0], [0, 0], [1, 0]):  # 5 steps: past the first capacity twice
+    # 6 steps: past the first capacity twice, with rows dropped (as beam search drops finished sentences) and more
+    # rows again than the spare buffers hold
+    for rows in ([2, 0, 0], [1, 2], [1, 0], [0, 0], [1, 0, 1, 1], [3, 0, 2]):
         k, v = torch.randn(batch, 2, 1, 4), torch.randn(batch, 2, 1, 4)
         reference_k = k if reference_k is None else torch.cat([reference_k, k], dim=2)
         reference_v = v if reference_v is None else torch.cat([reference_v, v], dim=2)
@@ -20,8 +22,8 @@ def test_kept_keys_and_values_grow_and_reorder_like_concatenation():
         rows, batch = torch.tensor(rows), len(rows)  # reorder rows, or drop one, as beam search does
         cache.select(rows)
         reference_k, reference_v = reference_k[rows], reference_v[rows]
-        assert torch.equal(cache.k[:, :, :cache.length], reference_k)
-        assert torch.equal(cache.v[:, :, :cache.length], reference_v)
+        kept_k, kept_v = cache.kept()
+        assert torch.equal(kept_k, reference_k) and torch.equal(kept_v, reference_v)
 
 
 def test_a_cached_step_per_beam_gives_the_decoder_output_of_the_whole_prefix():

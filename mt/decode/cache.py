@@ -25,44 +25,51 @@ class SelfAttentionCache:
     """One decoder layer's self-attention keys and values of the positions decoded so far.
 
     They live in buffers with room for `capacity` positions, written in place: a step neither copies the past
-    nor allocates memory, as torch.cat would at every token.
+    nor allocates memory, as torch.cat would at every token. A buffer is laid out [N, capacity, H, d_k], so that
+    each row's positions so far are one block of memory: beam search reorders the rows at every step, and copying
+    N blocks is faster than copying N·H pieces.
     """
 
-    k: Tensor | None = None  # [N,H,capacity,d_k]: the keys of the `length` positions so far, then room
-    v: Tensor | None = None  # [N,H,capacity,d_k]
+    k: Tensor | None = None  # [N,capacity,H,d_k]: the keys of the `length` positions so far, then room
+    v: Tensor | None = None  # [N,capacity,H,d_k]
     length: int = 0
     capacity: int = 64       # positions to make room for at first; doubled when full
-    spare: tuple[Tensor, Tensor] | None = None  # buffers that select() writes reordered rows into, then swaps
+    spare: tuple[Tensor, Tensor] | None = None  # buffers of at least N rows that select() writes into, then swaps
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Write new keys/values k, v [N,H,n,d_k] after the kept ones → all keys/values [N,H,length,d_k]."""
         end = self.length + k.size(2)
-        if self.k is None or end > self.k.size(2):
+        if self.k is None or end > self.k.size(1):
             self._grow(k, max(end, 2 * self.capacity if self.k is not None else self.capacity))
-        self.k[:, :, self.length:end] = k
-        self.v[:, :, self.length:end] = v
+        self.k[:, self.length:end] = k.transpose(1, 2)
+        self.v[:, self.length:end] = v.transpose(1, 2)
         self.length = end
-        return self.k[:, :, :end], self.v[:, :, :end]
+        return self.kept()
+
+    def kept(self) -> tuple[Tensor, Tensor]:
+        """The keys and values of the positions so far, [N,H,length,d_k] each (views of the buffers)."""
+        return self.k[:, :self.length].transpose(1, 2), self.v[:, :self.length].transpose(1, 2)
 
     def _grow(self, like: Tensor, capacity: int) -> None:
         rows, heads, _, d_k = like.shape
-        k, v = (like.new_empty(rows, heads, capacity, d_k) for _ in range(2))
+        k, v = (like.new_empty(rows, capacity, heads, d_k) for _ in range(2))
         if self.k is not None:
             used = slice(0, self.length)
-            k[:, :, used], v[:, :, used] = self.k[:, :, used], self.v[:, :, used]
+            k[:, used], v[:, used] = self.k[:, used], self.v[:, used]
         self.k, self.v, self.capacity, self.spare = k, v, capacity, None
 
     def select(self, rows: Tensor) -> None:
         """Keep rows `rows` [N'] of the batch, in that order."""
         if self.k is None:
             return
-        if self.spare is None or self.spare[0].size(0) != len(rows):
+        if self.spare is None or self.spare[0].size(0) < len(rows):
             self.spare = tuple(self.k.new_empty(len(rows), *self.k.shape[1:]) for _ in range(2))
-        new_k, new_v = self.spare
+        # the first N' rows of the spare buffers: as beam search drops finished sentences, no step allocates
+        new_k, new_v = (buffer[:len(rows)] for buffer in self.spare)
         used = slice(0, self.length)  # only the positions written so far are copied
-        torch.index_select(self.k[:, :, used], 0, rows, out=new_k[:, :, used])
-        torch.index_select(self.v[:, :, used], 0, rows, out=new_v[:, :, used])
-        self.spare = (self.k, self.v) if self.k.size(0) == len(rows) else None
+        torch.index_select(self.k[:, used], 0, rows, out=new_k[:, used])
+        torch.index_select(self.v[:, used], 0, rows, out=new_v[:, used])
+        self.spare = (self.k, self.v)
         self.k, self.v = new_k, new_v
 
 
