@@ -24,7 +24,7 @@ from mt.core.atomic import CHECKPOINT, DOCX, PNG, TEXT, atomic_open, atomic_writ
 from mt.config import DecodeConfig, Device, Engine, Keep, ServeConfig, flag_of, help_of
 from mt.core.console import setup_logging
 from mt.core.errors import MtError
-from mt.core.memory import use_huge_pages
+from mt.core.memory import bound_kernel_cache, use_huge_pages
 from mt.core.openmp import load_ctranslate2_first, without_a_thread_team
 
 log = logging.getLogger(__name__)
@@ -653,6 +653,7 @@ def run(args: list[str] | None = None) -> int:
     line, is printed as one line; `--debug` shows the traceback instead. Anything else raised is a bug of mt's."""
     chosen = GlobalOptions()
     use_huge_pages()
+    bound_kernel_cache()
     try:  # Ctrl-C returns 130; a closed pipe exits quietly
         return app(args, standalone_mode=False, prog_name="mt", obj=chosen) or 0
     except (MtError, typer.TyperException) as e:

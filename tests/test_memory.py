@@ -1,4 +1,5 @@
-"""use_huge_pages: a large tensor costs a few page faults instead of one per 4 KiB page; a user's setting stays."""
+"""use_huge_pages: a large tensor costs a few page faults instead of one per 4 KiB page; bound_kernel_cache: bf16
+products of many shapes keep less memory; a user's setting stays."""
 
 import os
 import subprocess
@@ -7,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mt.core.memory import use_huge_pages
+import torch
+
+from mt.core.device import has_native_bf16
+from mt.core.memory import bound_kernel_cache, use_huge_pages
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 MEASURE = """
@@ -38,7 +42,6 @@ def test_a_large_tensor_takes_few_page_faults(monkeypatch):
     assert faults("huge") < pages // 10
 
 
-
 def test_a_users_own_setting_wins(monkeypatch):
     monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "0")
     use_huge_pages()
@@ -46,3 +49,39 @@ def test_a_users_own_setting_wins(monkeypatch):
     monkeypatch.delenv("THP_MEM_ALLOC_ENABLE")
     use_huge_pages()
     assert os.environ["THP_MEM_ALLOC_ENABLE"] == "1"
+
+
+SHAPES = """
+import resource, sys
+from mt.core.memory import bound_kernel_cache
+if sys.argv[1] == "bound":
+    bound_kernel_cache()
+import torch
+torch.set_num_threads(2)
+weight = torch.randn(1024, 256, requires_grad=True)
+for rows in range(8, 308):  # 300 shapes of product, as training's batches bring
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = torch.randn(rows, 256) @ weight.t()
+    out.float().sum().backward()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+@pytest.mark.skipif(not has_native_bf16(torch.device("cpu")), reason="bf16 products go through oneDNN's kernels "
+                    "only on a CPU with native bf16")
+def test_bf16_products_of_many_shapes_keep_less_memory_with_the_kernel_cache_bounded(monkeypatch):
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+
+    def peak_mb(mode: str) -> int:
+        return int(subprocess.run([sys.executable, "-c", SHAPES, mode], capture_output=True, text=True,
+                                  check=True).stdout)
+    assert peak_mb("bound") < peak_mb("default") - 50
+
+
+def test_a_users_own_kernel_cache_setting_wins(monkeypatch):
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024")
+    bound_kernel_cache()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "1024"
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
+    bound_kernel_cache()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
