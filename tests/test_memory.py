@@ -42,13 +42,17 @@ def test_a_large_tensor_takes_few_page_faults(monkeypatch):
     assert faults("huge") < pages // 10
 
 
-def test_a_users_own_setting_wins(monkeypatch):
-    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "0")
-    use_huge_pages()
-    assert os.environ["THP_MEM_ALLOC_ENABLE"] == "0"
-    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE")
-    use_huge_pages()
-    assert os.environ["THP_MEM_ALLOC_ENABLE"] == "1"
+@pytest.mark.parametrize("setting, variable, ours, theirs", [
+    (use_huge_pages, "THP_MEM_ALLOC_ENABLE", "1", "0"),
+    (bound_kernel_cache, "ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64", "1024"),
+])
+def test_a_users_own_setting_wins(monkeypatch, setting, variable, ours, theirs):
+    monkeypatch.setenv(variable, theirs)
+    setting()
+    assert os.environ[variable] == theirs
+    monkeypatch.delenv(variable)
+    setting()
+    assert os.environ[variable] == ours
 
 
 SHAPES = """
@@ -76,12 +80,3 @@ def test_bf16_products_of_many_shapes_keep_less_memory_with_the_kernel_cache_bou
         return int(subprocess.run([sys.executable, "-c", SHAPES, mode], capture_output=True, text=True,
                                   check=True).stdout)
     assert peak_mb("bound") < peak_mb("default") - 50
-
-
-def test_a_users_own_kernel_cache_setting_wins(monkeypatch):
-    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024")
-    bound_kernel_cache()
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "1024"
-    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
-    bound_kernel_cache()
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
