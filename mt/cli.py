@@ -63,9 +63,11 @@ EngineOption = Annotated[Engine, typer.Option(
     "--engine", help="mt, or ctranslate2 to use a model made by `mt export --ctranslate2 DIR` "
     "(--checkpoint DIR; default: the latest run's ctranslate2/).", callback=_engine_chosen)]
 ComputeTypeOption = Annotated[str, typer.Option(
-    "--compute-type", help="With --engine ctranslate2: CTranslate2's compute type (default, float32, int8, "
-    "int8_float32, int16, float16, bfloat16, …; default: the export's own). auto: int8 where it is faster (an "
-    "Intel CPU with 8-bit products in hardware, VNNI; an AMD CPU with AVX2 and no AVX-512), else default.")]
+    "--compute-type", help="mt's engine: float32 (auto, default), or bfloat16: products by bf16 weights, where "
+    "the CPU (AVX512-BF16 or AMX) or GPU has them in hardware. --engine ctranslate2: CTranslate2's compute type "
+    "(default, float32, int8, int8_float32, int16, float16, bfloat16, …; default: the export's own); auto: int8 "
+    "where it is faster (an Intel CPU with 8-bit products in hardware, VNNI; an AMD CPU with AVX2 and no AVX-512), "
+    "else default.")]
 
 
 def config_options(name: str, section: type, panel: str, given_only: bool = False):

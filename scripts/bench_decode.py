@@ -3,7 +3,8 @@
 1. synthetic (the peers' settings, from their common.py): an untrained d_model 256 / 4 heads / d_ff 1024 / 3+3
    model with a shared 8,000 vocabulary; 200 sentences sorted by length in batches of 32; every output forced
    to exactly 43 tokens; greedy and beam 4; mt's own search and its CTranslate2 export, computing in float32 and
-   in int8 (weights quantised as the model loads; `--compute-type auto` picks it where it is faster).
+   in int8 (weights quantised as the model loads; `--compute-type auto` picks it where it is faster); on a CPU with
+   bf16 products in hardware, mt's search with `--compute-type bfloat16` too.
    Results go into the harness's results file too (BENCH_RESULTS), so its report_table.py lists mt beside the
    peers.
 2. real (with --checkpoint): a trained model on the first 500 sentences of newstest2021 (or of --src), greedy and
@@ -40,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT.parent / "shared" / "bench" / "peers"
 NEWS = ROOT.parent / "shared" / "data" / "zh-en" / "wmt21" / "newstest2021.zh-en.zh"
-ENGINES = ("mt", "ctranslate2 float32", "ctranslate2 int8")  # an engine, and CTranslate2's compute type
+ENGINES = ("mt", "ctranslate2 float32", "ctranslate2 int8")  # an engine, and its compute type
 PEER_VENVS = Path("/tmp/peers")  # where the harness's install_peers.sh puts them
 PEER_DECODERS = {  # harness name → (its venv, its decoding benchmark); CTranslate2 with OpenNMT-py's model, float32
     "torchref": ("torchref", ["bench_torchref.py", "decode"]),
@@ -74,8 +75,8 @@ def synthetic(engine: str, limit: int | None = None, parallel: int = 0) -> list[
     model = Transformer(config, c.VOCAB, c.VOCAB, PAD).eval()
     sources = [[w + 4 for w in s] + [EOS] for s in c.decode_sources()][:limit]  # ids 4… are words, as in the peers
     length = c.out_len()
-    if engine == "mt":
-        inputs, decode = sources, _mt_decoder(model, c.DECODE_BATCH, length, parallel)
+    if engine.startswith("mt"):
+        inputs, decode = sources, _mt_decoder(model, c.DECODE_BATCH, length, parallel, compute_type(engine))
     else:
         vocabulary = ["<pad>", "<unk>", "<s>", "</s>"] + [c.word(i) for i in range(c.N_WORDS)]
         inputs = [[vocabulary[t] for t in s] for s in sources]
@@ -109,14 +110,14 @@ def real(engine: str, checkpoint: Path, source: Path, sentences: int, shortlist:
     from mt.decode.translator import load_translator
 
     lines = source.read_text(encoding="utf-8").splitlines()[:sentences]
-    if engine != "mt":
+    if not engine.startswith("mt"):
         from mt.exchange.ctranslate2 import export_ctranslate2
 
         directory = Path(tempfile.mkdtemp()) / "ct2"
         export_ctranslate2(checkpoint, directory)
-        translator = load_translator(directory, "cpu", engine="ctranslate2", compute_type=engine.split()[1])
+        translator = load_translator(directory, "cpu", engine="ctranslate2", compute_type=compute_type(engine))
     else:
-        translator = load_translator(checkpoint, "cpu")
+        translator = load_translator(checkpoint, "cpu", compute_type=compute_type(engine))
     if shortlist:  # read (and, by CTranslate2, loaded with the model) before the clock starts
         translator.engine.shortlist(str(shortlist))
     results = []
@@ -132,7 +133,21 @@ def real(engine: str, checkpoint: Path, source: Path, sentences: int, shortlist:
     return results
 
 
-def _mt_decoder(model, batch_size: int, fixed_length: int, parallel: int):
+def timed_engines() -> tuple[str, ...]:
+    """ENGINES, and mt's in bfloat16 where this CPU multiplies bf16 in hardware."""
+    import torch
+
+    from mt.core.device import has_native_bf16
+
+    return ("mt", "mt bfloat16", *ENGINES[1:]) if has_native_bf16(torch.device("cpu")) else ENGINES
+
+
+def compute_type(engine: str) -> str:
+    """The compute type of an engine of ENGINES ("mt bfloat16" → "bfloat16"; auto where none is named)."""
+    return engine.split()[1] if " " in engine else "auto"
+
+
+def _mt_decoder(model, batch_size: int, fixed_length: int, parallel: int, compute_type: str):
     """decode(beam, id lists) → output tokens produced, in batches as the peers form them (not mt's own
     length-sorted token batches), each batch searched by mt's Searcher (its weights packed as in `mt translate`),
     `parallel` at once (decode.parallel_batches: 0 as `mt translate` by default)."""
@@ -141,8 +156,9 @@ def _mt_decoder(model, batch_size: int, fixed_length: int, parallel: int):
     from mt.config import DecodeConfig
     from mt.core.openmp import map_in_threads
     from mt.decode.search import Searcher
+    from mt.decode.translator import products_dtype
 
-    searcher = Searcher(model, torch.device("cpu"))
+    searcher = Searcher(model, torch.device("cpu"), dtype=products_dtype(compute_type, torch.device("cpu")))
 
     def decode(beam: int, sources: list[list[int]]) -> int:
         settings = DecodeConfig(beam_size=beam, alpha=0.0, min_len=fixed_length, parallel_batches=parallel)
@@ -201,7 +217,7 @@ def peer_rows(results: Path) -> dict[tuple[str, str, str], list[dict]]:
     return table
 
 
-def print_tables(table: dict, peers: list[str], repeats: int) -> None:
+def print_tables(table: dict, peers: list[str], repeats: int, engines: tuple[str, ...]) -> None:
     """Every engine's median speed, then each of mt's engines as ratios of each peer's."""
     def median(key, field="sent_per_s"):
         return statistics.median(r[field] for r in table[key])
@@ -214,7 +230,7 @@ def print_tables(table: dict, peers: list[str], repeats: int) -> None:
               f"| {median(key, 'tok_per_s'):,.0f} | {median(key, 'peak_rss_mb'):,.0f} |")
     if peers:
         print("\n| mt's engine | against | greedy | beam 4 |\n|---|---|---:|---:|")
-    for engine in ENGINES:
+    for engine in engines:
         for peer in peers:
             ratios = [median(("synthetic", engine, mode)) / median(("synthetic", peer, mode))
                       for mode in ("greedy", "beam4")]
@@ -226,7 +242,7 @@ def real_name(checkpoint: Path) -> str:
     return checkpoint.parent.parent.name if checkpoint.parent.name == "checkpoints" else checkpoint.name
 
 
-def print_ratios(table: dict, names: list[str]) -> None:
+def print_ratios(table: dict, names: list[str], engines: tuple[str, ...]) -> None:
     """Each later model's sentences/s as a ratio of the first's, engine by engine (–: not timed)."""
     first, *others = names
 
@@ -238,7 +254,7 @@ def print_ratios(table: dict, names: list[str]) -> None:
         return f"{other / base:.2f}×"
     print(f"\n| engine | mode | {' | '.join(f'{o} ÷ {first}' for o in others)} |")
     print(f"|---|---|{'---:|' * len(others)}")
-    for engine in ENGINES:
+    for engine in engines:
         for mode in ("greedy", "beam4"):
             print(f"| {engine} | {mode} | {' | '.join(ratio(o, engine, mode) for o in others)} |")
 
@@ -266,7 +282,7 @@ def main() -> None:
 
         workload, engine = args.child
         use_huge_pages()  # as the `mt` command does, and as it loads CTranslate2 for --engine ctranslate2
-        if engine != "mt":
+        if not engine.startswith("mt"):
             load_ctranslate2_first()
         rows = (synthetic(engine, args.synthetic_sentences, args.parallel_batches) if workload == "synthetic"
                 else real(engine, args.checkpoint[0], args.src, args.sentences, args.shortlist,
@@ -275,14 +291,15 @@ def main() -> None:
         return
     if (args.real_only or args.shortlist) and not args.checkpoint:
         parser.error("--real-only and --shortlist need a --checkpoint")
+    engines = timed_engines()
     # (the table's name, the child's workload, its options, its engines)
-    workloads = ([] if args.real_only else [("synthetic", "synthetic", [], ENGINES)]) + [
-        (f"real {real_name(c)}", "real", ["--checkpoint", str(c), "--src", str(args.src)], ENGINES)
+    workloads = ([] if args.real_only else [("synthetic", "synthetic", [], engines)]) + [
+        (f"real {real_name(c)}", "real", ["--checkpoint", str(c), "--src", str(args.src)], engines)
         for c in args.checkpoint]
     if args.shortlist:
         workloads.append((f"real {real_name(args.checkpoint[-1])}+shortlist", "real",
                           ["--checkpoint", str(args.checkpoint[-1]), "--src", str(args.src),
-                           "--shortlist", str(args.shortlist)], ENGINES))
+                           "--shortlist", str(args.shortlist)], engines))
     if len({name for name, *_ in workloads}) < len(workloads):
         parser.error("two checkpoints have the same run name: give checkpoints of different runs")
     results = Path(os.environ.get("BENCH_RESULTS") or Path(tempfile.mkdtemp()) / "peers.jsonl")
@@ -291,8 +308,8 @@ def main() -> None:
     for _ in range(args.repeats):  # round-robin, so that machine noise spreads over every row
         for peer in args.peers:
             run_peer(peer, results)
-        for name, workload, options, engines in workloads:
-            for engine in engines:
+        for name, workload, options, its_engines in workloads:
+            for engine in its_engines:
                 command = [sys.executable, __file__, "--child", workload, engine,
                            "--sentences", str(args.sentences), "--parallel-batches", str(args.parallel_batches),
                            *options]
@@ -303,10 +320,10 @@ def main() -> None:
                     table.setdefault((name, engine, row["mode"]), []).append(row)
     peers = {key: rows[len(before.get(key, [])):] for key, rows in peer_rows(results).items()}
     peers = {key: rows for key, rows in peers.items() if rows}
-    print_tables({**peers, **table}, list(dict.fromkeys(peer for _, peer, _ in peers)), args.repeats)
+    print_tables({**peers, **table}, list(dict.fromkeys(peer for _, peer, _ in peers)), args.repeats, engines)
     names = [name.removeprefix("real ") for name, workload, *_ in workloads if workload == "real"]
     if len(names) > 1:
-        print_ratios(table, names)
+        print_ratios(table, names, engines)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ be answered from the cache. Client and server share this machine's cores, as the
 
     python scripts/bench_serve.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt
     python scripts/bench_serve.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt --engine ctranslate2
+    python scripts/bench_serve.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt --compute-type bfloat16
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST = ROOT.parent / "shared" / "data" / "zh-en" / "tatoeba" / "test.zh"
 
 
-def offline(checkpoint: Path, engine: str, sentences: list[str]) -> tuple[list[str], float]:
+def offline(checkpoint: Path, engine: str, compute_type: str, sentences: list[str]) -> tuple[list[str], float]:
     """The translations of `mt translate --input`'s own path (translate_texts: each line split into sentences, as
     the server splits each request's text) and its sent/s."""
     import torch
@@ -43,7 +44,7 @@ def offline(checkpoint: Path, engine: str, sentences: list[str]) -> tuple[list[s
     from mt.text.texts import translate_texts
 
     torch.set_num_threads(2)
-    translator = load_translator(checkpoint, "cpu", engine)
+    translator = load_translator(checkpoint, "cpu", engine, compute_type=compute_type)
     translate_texts(translator, sentences[:50])  # warm-up
     start = time.perf_counter()
     outputs = translate_texts(translator, sentences)
@@ -53,11 +54,11 @@ def offline(checkpoint: Path, engine: str, sentences: list[str]) -> tuple[list[s
 class Server:
     """`mt serve` in its own process, and its resident memory sampled every 0.2 s."""
 
-    def __init__(self, checkpoint: Path, engine: str, *options: str):
+    def __init__(self, checkpoint: Path, engine: str, compute_type: str, *options: str):
         # The server runs in the project root: a checkpoint path relative to where this script started goes whole.
         self.process = subprocess.Popen(
             [sys.executable, "-m", "mt", "serve", "--checkpoint", str(Path(checkpoint).resolve()), "--engine", engine,
-             "--port", "0", "--queue-size", "1024", *options], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+             "--compute-type", compute_type, "--port", "0", "--queue-size", "1024", *options], stderr=subprocess.PIPE, text=True, cwd=ROOT)
         said = []  # what it said before "serving": the reason when it stops instead
         while "serving" not in (line := self.process.stderr.readline()):
             if not line:
@@ -120,6 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--engine", choices=["mt", "ctranslate2"], default="mt")
+    parser.add_argument("--compute-type", default="auto", help="the engine's (`mt serve --compute-type`)")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--seconds", type=float, default=15.0, help="about how long each level runs")
     parser.add_argument("--correctness", type=int, default=10_000, help="requests checked against offline output")
@@ -134,15 +136,15 @@ def main() -> None:
 
         model = Path(tempfile.mkdtemp()) / "ct2"
         export_ctranslate2(args.checkpoint, model)
-    outputs, offline_rate = offline(model, args.engine, sentences)
+    outputs, offline_rate = offline(model, args.engine, args.compute_type, sentences)
     expected = dict(zip(sentences, outputs))
-    print(f"engine {args.engine}; offline (`mt translate --input`'s path, {len(sentences)} Tatoeba test sentences, "
+    print(f"engine {args.engine} ({args.compute_type}); offline (`mt translate --input`'s path, {len(sentences)} Tatoeba test sentences, "
           f"the model's decode settings): {offline_rate:.1f} sent/s; {os.cpu_count()} cores")
     print("\n| batching | clients | requests | req/s | p50 ms | p99 ms | errors | wrong |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     rates = {}
     for batching, options in (("on", []), ("off", ["--batch-tokens", "1"])):
-        server = Server(model, args.engine, "--cache-size", "0", *options)
+        server = Server(model, args.engine, args.compute_type, "--cache-size", "0", *options)
         for clients in args.clients:
             probe = asyncio.run(load(server.url, sentences, expected, clients, clients * 4))  # also a warm-up
             requests = max(clients * 4, int(probe["rps"] * args.seconds))
@@ -154,7 +156,7 @@ def main() -> None:
     for clients in args.clients:
         print(f"{clients} clients: batching {rates['on', clients] / rates['off', clients]:.2f}× one at a time, "
               f"{rates['on', clients] / offline_rate:.2f}× offline")
-    server = Server(model, args.engine)
+    server = Server(model, args.engine, args.compute_type)
     r = asyncio.run(load(server.url, sentences, expected, 32, args.correctness))
     server.stop()
     rss = [mb for _, mb in server.rss]
@@ -163,20 +165,20 @@ def main() -> None:
           f"{r['errors']} errors, {r['wrong']} differ from the offline translation ({r['rps']:.1f} req/s)")
     print(f"server memory: peak {max(rss):,.0f} MB; mean {statistics.mean(rss[:third]):,.0f} MB in the first third "
           f"of the run, {statistics.mean(rss[-third:]):,.0f} MB in the last")
-    real_text(model, args.engine, sentences, args.real_text)
+    real_text(model, args.engine, args.compute_type, sentences, args.real_text)
 
 
-def real_text(model: Path, engine: str, sentences: list[str], count: int) -> None:
+def real_text(model: Path, engine: str, compute_type: str, sentences: list[str], count: int) -> None:
     """At 1 client: `count` paragraphs of 5 consecutive sentences against `count` single sentences, cache off;
     then `count` sentences with the cache on, sent once to fill it, then three times more, answered from it."""
     count = min(count, len(sentences) // 5)
     singles = sentences[:count]
     paragraphs = ["".join(sentences[5 * i:5 * i + 5]) for i in range(count)]  # Chinese: no space between sentences
-    server = Server(model, engine, "--cache-size", "0")
+    server = Server(model, engine, compute_type, "--cache-size", "0")
     one_by_one(server.url, singles[:10] + paragraphs[:10])  # warm-up
     single, paragraph = one_by_one(server.url, singles), one_by_one(server.url, paragraphs)
     server.stop()
-    server = Server(model, engine)
+    server = Server(model, engine, compute_type)
     one_by_one(server.url, singles)  # each decoded once, now in the cache
     hit = one_by_one(server.url, singles * 3)
     cache = httpx.get(server.url + "/api/info").json()["cache"]

@@ -14,9 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from conftest import ROOT, tiny_yaml, write_lines
+from mt.core.device import has_native_bf16
 from mt.exchange.checkpoint import load_checkpoint
 
 SCRIPTS = ROOT / "scripts"
@@ -282,7 +284,8 @@ def test_bench_decode(tmp_path):
         pytest.skip(f"needs the peers harness's common.py in {PEERS}")
     out = run("bench_decode.py", "--repeats", "1", "--synthetic-sentences", "8", tmp_path=tmp_path)
     assert "| workload | engine | mode | sent/s, median of 1 (range) | output tok/s | peak RSS MB |" in out
-    for engine in ("mt", "ctranslate2 float32", "ctranslate2 int8"):
+    bf16 = ["mt bfloat16"] if has_native_bf16(torch.device("cpu")) else []  # timed where the CPU has bf16 products
+    for engine in ("mt", *bf16, "ctranslate2 float32", "ctranslate2 int8"):
         for mode in ("greedy", "beam4"):
             assert lines_like(rf"\| synthetic \| {engine} \| {mode} \| {NUMBER} \({NUMBER}–{NUMBER}\) \| .*", out)
 

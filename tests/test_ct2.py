@@ -134,7 +134,7 @@ def test_compute_type_reaches_ctranslate2_and_a_wrong_one_is_one_line(trained_ru
     assert all(len(t[0].text.split()) >= 1 for t in outputs)
     with pytest.raises(MtError, match="--compute-type bogus: Invalid compute type"):
         load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2", compute_type="bogus")
-    with pytest.raises(MtError, match="--compute-type int8: compute types are CTranslate2's"):
+    with pytest.raises(MtError, match="--compute-type int8: mt.s engine computes in float32 or bfloat16"):
         load_translator(trained_runs[0] / "checkpoints" / "last.pt", "cpu", compute_type="int8")
 
 

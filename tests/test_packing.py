@@ -1,5 +1,6 @@
 """Packed weights: the same products as plain ones with either library, never stale after the weights change,
-applied to the chosen modules only for the duration of a block, and used by a search."""
+applied to the chosen modules only for the duration of a block, and used by a search; in bf16 where asked and the
+hardware has it."""
 
 import threading
 
@@ -9,10 +10,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from conftest import tiny_model
+from test_search import peaky_model
 from mt.config import DecodeConfig
+from mt.core.device import has_native_bf16
+from mt.core.errors import MtError
 import mt.decode.packing
+import mt.decode.translator
 from mt.decode.packing import MKL_ROWS, PackedWeights, best_library
 from mt.decode.search import Searcher
+from mt.decode.translator import load_translator, products_dtype
 from mt.data.tokenizer import EOS
 
 LIBRARIES = [
@@ -146,3 +152,55 @@ def test_a_search_decodes_with_packed_weights(library, monkeypatch):
     encoder = set(model.encoder.modules())
     assert any(linear in encoder for linear, _ in seen) == (library == "onednn")  # MKL packs no [B, S] rows
     assert not any("forward" in vars(m) for m in model.modules())
+
+
+NATIVE_BF16 = pytest.mark.skipif(not has_native_bf16(torch.device("cpu")),
+                                 reason="this CPU has no bf16 products in hardware")
+
+
+@NATIVE_BF16
+def test_bf16_packed_products_are_those_of_the_bf16_rounded_input_and_weights():
+    torch.manual_seed(0)
+    linear, packed = nn.Linear(64, 48), PackedWeights("mkl", dtype=torch.bfloat16)  # bf16: oneDNN's, whatever asked
+    with torch.inference_mode(), packed.applied([linear], rows=None):
+        for rows in [1, 4, 20, 128]:
+            x = torch.randn(rows, 64)
+            out = linear(x)
+            assert out.dtype == torch.float32
+            rounded = F.linear(x.bfloat16().float(), linear.weight.bfloat16().float(), linear.bias.bfloat16().float())
+            torch.testing.assert_close(out, rounded, rtol=1e-2, atol=1e-2)  # the product's own bf16 output rounding
+            assert not torch.equal(out, plain(linear, x))  # not float32's
+    assert "forward" not in vars(linear)
+
+
+@NATIVE_BF16
+def test_a_bfloat16_search_multiplies_in_bf16_and_agrees_with_float32(trained_runs, monkeypatch):
+    model, rows = peaky_model(d_model=64, d_ff=128), []
+    bf16_forward = mt.decode.packing._onednn_bf16_forward
+    monkeypatch.setattr(mt.decode.packing, "_onednn_bf16_forward",
+                        lambda linear, *args: rows.append(args[-1].shape[:-1].numel()) or bf16_forward(linear, *args))
+    torch.manual_seed(1)
+    sources = [torch.randint(5, 40, (int(n),)).tolist() + [EOS] for n in torch.randint(2, 9, (60,))]
+    decode = DecodeConfig(beam_size=4, max_len_b=8)
+    float32 = Searcher(model, torch.device("cpu")).search(sources, decode)
+    assert not rows
+    bf16 = Searcher(model, torch.device("cpu"), dtype=torch.bfloat16).search(sources, decode)
+    assert rows  # the search multiplied by bf16 weights
+    same = [a[0].tokens == b[0].tokens for a, b in zip(float32, bf16)]
+    assert sum(same) >= 2 / 3 * len(sources)  # a wrong product would agree on none
+    differences = [abs(a[0].score - b[0].score) for a, b, equal in zip(float32, bf16, same) if equal]
+    assert sum(differences) / len(differences) < 0.1  # the same outputs' log-probabilities, to bf16's rounding
+    checkpoint = trained_runs[0] / "checkpoints" / "last.pt"
+    assert load_translator(checkpoint, "cpu", compute_type="bfloat16").engine.dtype == torch.bfloat16
+
+
+def test_mt_engine_computes_in_float32_unless_bfloat16_is_asked_where_the_hardware_has_it(monkeypatch):
+    cpu = torch.device("cpu")
+    assert [products_dtype(t, cpu) for t in ("auto", "default", "float32")] == [torch.float32] * 3
+    with pytest.raises(MtError, match="--compute-type int8: mt's engine computes in float32 or bfloat16"):
+        products_dtype("int8", cpu)
+    monkeypatch.setattr(mt.decode.translator, "has_native_bf16", lambda device: False)
+    with pytest.raises(MtError, match="--compute-type bfloat16: this CPU has no bf16 products in hardware"):
+        products_dtype("bfloat16", cpu)
+    monkeypatch.setattr(mt.decode.translator, "has_native_bf16", lambda device: True)
+    assert products_dtype("bfloat16", cpu) == torch.bfloat16

@@ -12,7 +12,10 @@ CPU models:
   torch.ops.mkl._mkl_reorder_linear_weight, then _mkl_linear; an input with another number of rows gets the plain
   product. Chosen on Intel's CPUs, for step sizes in MKL_ROWS, where it paid on the CPUs measured.
 
-Both give a model's outputs to float32 rounding (docs/benchmarks.md). The model knows nothing of this:
+Both give a model's outputs to float32 rounding (docs/benchmarks.md). On a CPU with bf16 products in hardware
+(AVX512-BF16 or AMX), oneDNN can also keep a weight in bf16 (--compute-type bfloat16): each product then reads its
+input rounded to bf16 and gives float32 back, as autocast would, in less time the more rows a step has; all else
+(attention, norms, the search's scores) stays float32. The model knows nothing of this:
 `PackedWeights.applied` gives the chosen nn.Linear modules a packed forward for the duration of a block, on those
 module instances only, and takes it away after.
 """
@@ -50,13 +53,18 @@ def _onednn_forward(linear: nn.Linear, rows: int | None, packed: Tensor, x: Tens
     return torch.ops.mkldnn._linear_pointwise(x, packed, linear.bias, "none", [], "")  # any number of rows
 
 
+def _onednn_bf16_forward(linear: nn.Linear, bias: Tensor | None, packed: Tensor, x: Tensor) -> Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x.to(torch.bfloat16), packed, bias, "none", [], "").float()
+
+
 def _mkl_forward(linear: nn.Linear, rows: int, packed: Tensor, x: Tensor) -> Tensor:
     return torch.ops.mkl._mkl_linear(x, packed, linear.weight, linear.bias, rows)  # plain product if rows differ
 
 
 # Each library's (weight, rows) → packed weight
 REORDER = {"onednn": lambda weight, rows: torch.ops.mkldnn._reorder_linear_weight(weight, None),
-           "mkl": lambda weight, rows: torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)}
+           "mkl": lambda weight, rows: torch.ops.mkl._mkl_reorder_linear_weight(weight, rows),
+           "onednn_bf16": lambda weight, rows: torch.ops.mkldnn._reorder_linear_weight(weight.bfloat16(), None)}
 
 
 class PackedWeights:
@@ -66,8 +74,11 @@ class PackedWeights:
     when the weight changes: one packed copy per weight, however the batch sizes vary.
     """
 
-    def __init__(self, library: Library | None = None):
+    def __init__(self, library: Library | None = None, dtype: torch.dtype = torch.float32):
         self.library = best_library() if library is None else library
+        self.dtype = dtype  # bf16: products by bf16 weights, which oneDNN alone keeps
+        if dtype == torch.bfloat16:
+            self.library = "onednn"
         self._kept: WeakKeyDictionary[nn.Linear, tuple[int | None, tuple[int, int], Tensor]] = WeakKeyDictionary()
         self._blocks: dict[nn.Linear, int] = {}  # each packed module: the blocks it is in, in any thread
         self._lock = threading.Lock()
@@ -104,7 +115,15 @@ class PackedWeights:
         weight = (linear.weight.data_ptr(), linear.weight._version)  # an optimiser step bumps _version
         if linear not in self._kept or self._kept[linear][1] != weight:
             self._kept.pop(linear, None)  # free the old one first
-            self._kept[linear] = (rows, weight, REORDER[self.library](linear.weight.detach(), rows))
+            self._kept[linear] = (rows, weight, REORDER[self.kind](linear.weight.detach(), rows))
         kept_rows, _, packed = self._kept[linear]
+        if self.kind == "onednn_bf16":
+            bias = None if linear.bias is None else linear.bias.detach().bfloat16()
+            return functools.partial(_onednn_bf16_forward, linear, bias, packed)
         forward = {"onednn": _onednn_forward, "mkl": _mkl_forward}[self.library]  # (linear, rows, packed, x)
         return functools.partial(forward, linear, kept_rows, packed)
+
+    @property
+    def kind(self) -> str:
+        """The layout weights are kept in: the library's, in bf16 for oneDNN with dtype bf16."""
+        return "onednn_bf16" if self.dtype == torch.bfloat16 else self.library

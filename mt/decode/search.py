@@ -11,6 +11,8 @@ length penalty ((5 + length) / 6) ** alpha, its length counting EOS. With alpha 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -125,11 +127,13 @@ def output_limit(decode: DecodeConfig, src_len: int, max_positions: int) -> int:
 
 class Searcher:
     """mt's own engine: a model (or an ensemble) on a device. On the CPU, a search multiplies by weights packed into
-    a BLAS library's layout (mt/decode/packing.py), kept from batch to batch."""
+    a BLAS library's layout (mt/decode/packing.py), kept from batch to batch. With `dtype` bf16, its products by
+    weights are bf16 ones: by weights packed in bf16 on the CPU, under autocast on a GPU."""
 
-    def __init__(self, model: Transformer | Ensemble, device: torch.device, vocab_hash: str = ""):
-        self.ensemble, self.device = Ensemble.of(model), device
-        self.packed = PackedWeights()
+    def __init__(self, model: Transformer | Ensemble, device: torch.device, vocab_hash: str = "",
+                 dtype: torch.dtype = torch.float32):
+        self.ensemble, self.device, self.dtype = Ensemble.of(model), device, dtype
+        self.packed = PackedWeights(dtype=dtype)
         self.vocab_hash = vocab_hash  # its tokenizer's: a shortlist must be made for it
         self._shortlists: dict[str, Shortlist] = {}
 
@@ -170,11 +174,19 @@ class Searcher:
         # once a beam search sentence is done)
         parts = [*self.models, *generators] if self.packed.library == "onednn" else [
             module for model, generator in zip(self.models, generators) for module in (model.decoder, generator)]
-        with self.packed.applied(parts, len(src_ids) * beams):
+        with self.products(parts, len(src_ids) * beams):
             if beams == 1:
                 sampling = TokenSampling.of(decode, self.device) if decode.sample else None
                 return [[h] for h in greedy_search(self.ensemble, src, max_len, sampling=sampling, **options)]
             return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
+
+    @contextmanager
+    def products(self, parts: list[nn.Module], rows: int | None) -> Iterator[None]:
+        """Within the block, the products of `parts` by their weights in the searcher's dtype: by packed weights on
+        the CPU (PackedWeights.applied), under bf16 autocast on other devices when dtype is bf16."""
+        on_gpu = self.dtype == torch.bfloat16 and self.device.type != "cpu"
+        with self.packed.applied(parts, rows), torch.autocast(self.device.type, torch.bfloat16, enabled=on_gpu):
+            yield
 
     def shortlist(self, path: str) -> Shortlist:
         """The shortlist file at `path`, read once."""
@@ -199,7 +211,7 @@ class Searcher:
         tgt_input = pad_ids([[BOS] + ids[:-1] for ids in tgt_ids]).to(self.device)               # [B, T]: BOS pieces
         gold = pad_ids(tgt_ids).to(self.device)                                                   # [B, T]: pieces EOS
         # log-linear: the weighted mean of the models' log-probabilities of the gold tokens, [N] (N: real tokens)
-        with self.packed.applied(self.models, rows=None):  # products of no one size: packed by oneDNN only
+        with self.products(self.models, rows=None):  # products of no one size: packed by oneDNN only
             log_probs = sum(w * gold_log_probs(model, src, tgt_input, gold)
                             for w, model in zip(self.ensemble.weights, self.models))
         return [row.tolist() for row in log_probs.split([len(ids) for ids in tgt_ids])]

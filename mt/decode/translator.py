@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 from torch import Tensor
 
 from mt.exchange.checkpoint import default_checkpoint, load_model, training_facts
 from mt.config import Config, DecodeConfig, Device, Engine
-from mt.core.device import resolve_device
+from mt.core.device import has_native_bf16, resolve_device
 from mt.core.errors import MtError
 from mt.decode.score import PairScore, score_pairs
 from mt.decode.search import Ensemble, SearchEngine, Searcher, search_sources
@@ -114,8 +115,7 @@ def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto
     checkpoints that share a vocabulary translate as an ensemble, each with its weight (default: equal)."""
     torch_device = resolve_device(device)
     paths = checkpoint if isinstance(checkpoint, list) else [checkpoint] if checkpoint else []
-    if engine == "mt" and compute_type != "auto":
-        raise MtError(f"--compute-type {compute_type}: compute types are CTranslate2's (--engine ctranslate2)")
+    dtype = products_dtype(compute_type, torch_device) if engine == "mt" else None  # refused before a model loads
     if engine == "ctranslate2":
         if len(paths) > 1:
             raise MtError("--engine ctranslate2 translates with one model (CTranslate2 has no ensembles); "
@@ -139,7 +139,22 @@ def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto
     if len(paths) > 1:
         facts["ensemble"] = [str(path) for path in paths]
         model = Ensemble([member for member, *_ in loaded], weights)
-    return Translator(Searcher(model, torch_device, tokenizer.vocab_hash), tokenizer, config, facts)
+    return Translator(Searcher(model, torch_device, tokenizer.vocab_hash, dtype), tokenizer, config, facts)
+
+
+def products_dtype(compute_type: str, device: torch.device) -> torch.dtype:
+    """mt's engine's --compute-type → the dtype of its products by weights: float32 (also auto and default: the
+    checkpoint's own), or bfloat16 where the device multiplies bf16 in hardware (mt/decode/packing.py); elsewhere
+    bf16 would be emulated, slower than float32."""
+    if compute_type in ("auto", "default", "float32"):
+        return torch.float32
+    if compute_type != "bfloat16":
+        raise MtError(f"--compute-type {compute_type}: mt's engine computes in float32 or bfloat16; the other "
+                      "compute types are CTranslate2's (--engine ctranslate2)")
+    if not has_native_bf16(device) or (device.type == "cpu" and not torch.backends.mkldnn.is_available()):
+        raise MtError(f"--compute-type bfloat16: this {device.type.upper()} has no bf16 products in hardware "
+                      "(a CPU needs AVX512-BF16 or AMX), where they would be slower than float32")
+    return torch.bfloat16
 
 
 def ensemble_weights(weights: list[float] | None, models: int) -> list[float]:

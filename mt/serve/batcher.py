@@ -11,7 +11,8 @@ client left, or it waited too long) is skipped, never decoded. Other work that r
 marks reads each translation again) is queued as a Call and run on the worker's thread in its turn, so that one
 thread, and one request's work at a time, uses the model.
 
-Batching never changes an output: each sentence keeps its own length limit, and padding is masked.
+Batching never changes a float32 output: each sentence keeps its own length limit, and padding is masked. With bf16
+products (--compute-type bfloat16) an output may change with the batch it is decoded in (docs/translating.md).
 """
 
 from __future__ import annotations
