@@ -80,7 +80,7 @@ def synthetic(engine: str, limit: int | None = None, parallel: int = 0) -> list[
     else:
         vocabulary = ["<pad>", "<unk>", "<s>", "</s>"] + [c.word(i) for i in range(c.N_WORDS)]
         inputs = [[vocabulary[t] for t in s] for s in sources]
-        decode = _ct2_decoder(model, vocabulary, c.DECODE_BATCH, c.THREADS, length, engine.split()[1])
+        decode = _ct2_decoder(model, vocabulary, c.DECODE_BATCH, c.THREADS, length, compute_type(engine))
     results = []
     decode(1, inputs[:4])  # warm-up
     for mode, beam in (("greedy", 1), ("beam4", c.BEAM)):
@@ -147,7 +147,7 @@ def compute_type(engine: str) -> str:
     return engine.split()[1] if " " in engine else "auto"
 
 
-def _mt_decoder(model, batch_size: int, fixed_length: int, parallel: int, compute_type: str):
+def _mt_decoder(model, batch_size: int, fixed_length: int, parallel: int, products: str):
     """decode(beam, id lists) → output tokens produced, in batches as the peers form them (not mt's own
     length-sorted token batches), each batch searched by mt's Searcher (its weights packed as in `mt translate`),
     `parallel` at once (decode.parallel_batches: 0 as `mt translate` by default)."""
@@ -158,7 +158,7 @@ def _mt_decoder(model, batch_size: int, fixed_length: int, parallel: int, comput
     from mt.decode.search import Searcher
     from mt.decode.translator import products_dtype
 
-    searcher = Searcher(model, torch.device("cpu"), dtype=products_dtype(compute_type, torch.device("cpu")))
+    searcher = Searcher(model, torch.device("cpu"), dtype=products_dtype(products, torch.device("cpu")))
 
     def decode(beam: int, sources: list[list[int]]) -> int:
         settings = DecodeConfig(beam_size=beam, alpha=0.0, min_len=fixed_length, parallel_batches=parallel)
@@ -170,9 +170,9 @@ def _mt_decoder(model, batch_size: int, fixed_length: int, parallel: int, comput
     return decode
 
 
-def _ct2_decoder(model, vocabulary: list[str], batch_size: int, threads: int, fixed_length: int, compute_type: str):
+def _ct2_decoder(model, vocabulary: list[str], batch_size: int, threads: int, fixed_length: int, products: str):
     """decode(beam, token lists) → output tokens produced, with the model exported to CTranslate2 (fp32) and
-    computing in `compute_type`."""
+    computing in `products` (a CTranslate2 compute type)."""
     import ctranslate2
 
     from mt.exchange.ctranslate2 import model_spec
@@ -182,7 +182,7 @@ def _ct2_decoder(model, vocabulary: list[str], batch_size: int, threads: int, fi
     spec.validate()
     spec.optimize()
     spec.save(directory)
-    translator = ctranslate2.Translator(directory, device="cpu", compute_type=compute_type, intra_threads=threads,
+    translator = ctranslate2.Translator(directory, device="cpu", compute_type=products, intra_threads=threads,
                                         inter_threads=1)
 
     def decode(beam: int, sources: list[list[str]]) -> int:

@@ -54,11 +54,12 @@ def offline(checkpoint: Path, engine: str, compute_type: str, sentences: list[st
 class Server:
     """`mt serve` in its own process, and its resident memory sampled every 0.2 s."""
 
-    def __init__(self, checkpoint: Path, engine: str, compute_type: str, *options: str):
+    def __init__(self, checkpoint: Path, engine: str, *options: str, compute_type: str = "auto"):
         # The server runs in the project root: a checkpoint path relative to where this script started goes whole.
         self.process = subprocess.Popen(
             [sys.executable, "-m", "mt", "serve", "--checkpoint", str(Path(checkpoint).resolve()), "--engine", engine,
-             "--compute-type", compute_type, "--port", "0", "--queue-size", "1024", *options], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+             "--compute-type", compute_type, "--port", "0", "--queue-size", "1024", *options],
+            stderr=subprocess.PIPE, text=True, cwd=ROOT)
         said = []  # what it said before "serving": the reason when it stops instead
         while "serving" not in (line := self.process.stderr.readline()):
             if not line:
@@ -138,13 +139,14 @@ def main() -> None:
         export_ctranslate2(args.checkpoint, model)
     outputs, offline_rate = offline(model, args.engine, args.compute_type, sentences)
     expected = dict(zip(sentences, outputs))
-    print(f"engine {args.engine} ({args.compute_type}); offline (`mt translate --input`'s path, {len(sentences)} Tatoeba test sentences, "
-          f"the model's decode settings): {offline_rate:.1f} sent/s; {os.cpu_count()} cores")
+    print(f"engine {args.engine} ({args.compute_type}); offline (`mt translate --input`'s path, "
+          f"{len(sentences)} Tatoeba test sentences, the model's decode settings): {offline_rate:.1f} sent/s; "
+          f"{os.cpu_count()} cores")
     print("\n| batching | clients | requests | req/s | p50 ms | p99 ms | errors | wrong |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     rates = {}
     for batching, options in (("on", []), ("off", ["--batch-tokens", "1"])):
-        server = Server(model, args.engine, args.compute_type, "--cache-size", "0", *options)
+        server = Server(model, args.engine, "--cache-size", "0", *options, compute_type=args.compute_type)
         for clients in args.clients:
             probe = asyncio.run(load(server.url, sentences, expected, clients, clients * 4))  # also a warm-up
             requests = max(clients * 4, int(probe["rps"] * args.seconds))
@@ -156,7 +158,7 @@ def main() -> None:
     for clients in args.clients:
         print(f"{clients} clients: batching {rates['on', clients] / rates['off', clients]:.2f}× one at a time, "
               f"{rates['on', clients] / offline_rate:.2f}× offline")
-    server = Server(model, args.engine, args.compute_type)
+    server = Server(model, args.engine, compute_type=args.compute_type)
     r = asyncio.run(load(server.url, sentences, expected, 32, args.correctness))
     server.stop()
     rss = [mb for _, mb in server.rss]
@@ -174,11 +176,11 @@ def real_text(model: Path, engine: str, compute_type: str, sentences: list[str],
     count = min(count, len(sentences) // 5)
     singles = sentences[:count]
     paragraphs = ["".join(sentences[5 * i:5 * i + 5]) for i in range(count)]  # Chinese: no space between sentences
-    server = Server(model, engine, compute_type, "--cache-size", "0")
+    server = Server(model, engine, "--cache-size", "0", compute_type=compute_type)
     one_by_one(server.url, singles[:10] + paragraphs[:10])  # warm-up
     single, paragraph = one_by_one(server.url, singles), one_by_one(server.url, paragraphs)
     server.stop()
-    server = Server(model, engine, compute_type)
+    server = Server(model, engine, compute_type=compute_type)
     one_by_one(server.url, singles)  # each decoded once, now in the cache
     hit = one_by_one(server.url, singles * 3)
     cache = httpx.get(server.url + "/api/info").json()["cache"]

@@ -39,7 +39,8 @@ def files(output: Path, translator) -> tuple[list[str], list[str]]:
 
 def test_each_non_empty_line_and_the_teachers_translation_become_a_pair(teacher, sources, tmp_path):
     checkpoint, translator, decode = teacher
-    done = distill(translator, recipe([checkpoint], sources, decode, "mt", CHUNK), sources, tmp_path / "d", decode)
+    made_by = recipe([checkpoint], sources, decode, "mt", "float32", CHUNK)
+    done = distill(translator, made_by, sources, tmp_path / "d", decode)
     lines = [line.strip() for path in sources for line in path.read_text(encoding="utf-8").splitlines()
              if line.strip()]
     src, tgt = files(tmp_path / "d", translator)
@@ -50,7 +51,7 @@ def test_each_non_empty_line_and_the_teachers_translation_become_a_pair(teacher,
 
 def test_a_stopped_distillation_continues_to_the_same_corpus(teacher, sources, tmp_path):
     checkpoint, translator, decode = teacher
-    made_by = recipe([checkpoint], sources, decode, "mt", CHUNK)
+    made_by = recipe([checkpoint], sources, decode, "mt", "float32", CHUNK)
     distill(translator, made_by, sources, tmp_path / "whole", decode)
     chunks = []
 
@@ -72,29 +73,34 @@ def test_a_stopped_distillation_continues_to_the_same_corpus(teacher, sources, t
     assert distill(translator, made_by, sources, tmp_path / "stopped", decode, again.append).pairs == 29
     assert again == []  # complete: nothing translated again
     state = json.loads((tmp_path / "stopped" / STATE_FILE).read_text(encoding="utf-8"))
-    del state["recipe"]["decode"]["shortlist"]  # as a distillation made before mt had that key
+    del state["recipe"]["decode"]["shortlist"], state["recipe"]["compute_type"]  # as made before mt had these keys
     (tmp_path / "stopped" / STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
     assert distill(translator, made_by, sources, tmp_path / "stopped", decode).complete
 
 
 def test_a_distillation_made_another_way_or_something_else_is_refused(teacher, sources, tmp_path):
     checkpoint, translator, decode = teacher
-    distill(translator, recipe([checkpoint], sources, decode, "mt", CHUNK), sources, tmp_path / "d", decode)
+
+    def made(settings=decode, texts=sources, compute_type="float32") -> dict:
+        return recipe([checkpoint], texts, settings, "mt", compute_type, CHUNK)
+
+    distill(translator, made(), sources, tmp_path / "d", decode)
     wider = decode.replace(beam_size=3)
     with pytest.raises(MtError, match="other decode"):
-        distill(translator, recipe([checkpoint], sources, wider, "mt", CHUNK), sources, tmp_path / "d", wider)
+        distill(translator, made(wider), sources, tmp_path / "d", wider)
+    with pytest.raises(MtError, match="other compute type"):
+        distill(translator, made(compute_type="bfloat16"), sources, tmp_path / "d", decode)
     with pytest.raises(MtError, match="other source files"):
-        distill(translator, recipe([checkpoint], sources[:1], decode, "mt", CHUNK), sources[:1], tmp_path / "d",
-                decode)
+        distill(translator, made(texts=sources[:1]), sources[:1], tmp_path / "d", decode)
     other = tmp_path / "other"
     other.mkdir()
     write_lines(other / "notes.txt", ["mine"])
     with pytest.raises(MtError, match="not a distillation"):
-        distill(translator, recipe([checkpoint], sources, decode, "mt", CHUNK), sources, other, decode)
+        distill(translator, made(), sources, other, decode)
     assert (other / "notes.txt").read_text(encoding="utf-8") == "mine\n"
     (tmp_path / "d" / STATE_FILE).write_text("{not json", encoding="utf-8")
     with pytest.raises(MtError, match="damaged"):
-        distill(translator, recipe([checkpoint], sources, decode, "mt", CHUNK), sources, tmp_path / "d", decode)
+        distill(translator, made(), sources, tmp_path / "d", decode)
 
 
 def test_the_command_writes_the_corpus_and_says_how_to_train_on_it(teacher, sources, tmp_path):
@@ -112,7 +118,7 @@ def test_the_command_writes_the_corpus_and_says_how_to_train_on_it(teacher, sour
 def files_of(teacher, sources, tmp_path) -> tuple[list[str], list[str]]:
     """The corpus of the command's settings, made through the function."""
     checkpoint, translator, decode = teacher
-    made_by = recipe([checkpoint], sources, decode, "mt")
+    made_by = recipe([checkpoint], sources, decode, "mt", "float32")
     distill(translator, made_by, sources, tmp_path / "reference", decode)
     return files(tmp_path / "reference", translator)
 

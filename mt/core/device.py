@@ -24,7 +24,7 @@ def has_native_bf16(device: torch.device) -> bool:
     torch kernels are capped below AVX-512 (ATEN_CPU_CAPABILITY=avx2, as scripts/avx2.sh sets) counts as one
     without: it is how such a CPU is imitated on one that has bf16."""
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+        return torch.cuda.is_bf16_supported(including_emulation=False)
     return (device.type == "cpu" and torch.backends.cpu.get_cpu_capability() == "AVX512"
             and _cpu_has("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
 

@@ -80,6 +80,10 @@ class CTranslate2Engine:
     def max_positions(self) -> int:
         return self.config.model.max_positions
 
+    @property
+    def compute_type(self) -> str:
+        return self.options["compute_type"]
+
     def workers(self, decode: DecodeConfig) -> int:
         """One batch at a time: the translator splits each batch among its own threads (intra_threads)."""
         return 1

@@ -26,8 +26,8 @@ from mt.decode.translator import Translator
 
 STATE_FILE = "distill.json"
 CHUNK_LINES = 1000  # source lines per chunk: what a stop can lose
-PARTS = {"teachers": "teachers", "engine": "engine", "sources": "source files", "decode": "decode settings",
-         "chunk_lines": "chunk size"}  # a recipe's parts, as an error names them
+PARTS = {"teachers": "teachers", "engine": "engine", "compute_type": "compute type", "sources": "source files",
+         "decode": "decode settings", "chunk_lines": "chunk size"}  # a recipe's parts, as an error names them
 
 
 @dataclass
@@ -40,15 +40,16 @@ class Progress:
     complete: bool = False
 
 
-def recipe(teachers: list[Path], sources: list[Path], decode: DecodeConfig, engine: str,
+def recipe(teachers: list[Path], sources: list[Path], decode: DecodeConfig, engine: str, compute_type: str,
            chunk_lines: int = CHUNK_LINES) -> dict:
     """What makes a distillation's pairs what they are: its teachers (each file's, or an export's mt.json's,
-    checksum), its source files (checksums), its decode settings and chunks (a sampling seed counts per chunk)."""
+    checksum), their engine and its resolved compute type, its source files (checksums), its decode settings and
+    chunks (a sampling seed counts per chunk)."""
     def checksum(path: Path) -> str:
         return file_checksum(path / "mt.json" if path.is_dir() else path)
 
     return {"teachers": [{"path": str(t.resolve()), "sha256": checksum(t)} for t in teachers], "engine": engine,
-            "sources": [{"path": str(s.resolve()), "sha256": checksum(s)} for s in sources],
+            "compute_type": compute_type, "sources": [{"path": str(s.resolve()), "sha256": checksum(s)} for s in sources],
             "decode": dataclasses.asdict(decode), "chunk_lines": chunk_lines}
 
 
@@ -110,6 +111,7 @@ def _resume(output: Path, made_by: dict) -> Progress:
         theirs, done = saved["recipe"], Progress(**{**saved["progress"], "sizes": tuple(saved["progress"]["sizes"])})
         # decode keys that mt gained after this distillation started were at their defaults then
         theirs["decode"] = {**dataclasses.asdict(DecodeConfig()), **theirs["decode"]}
+        theirs.setdefault("compute_type", made_by["compute_type"])  # unrecorded by the mt that started it
     except (ValueError, KeyError, TypeError):
         raise MtError(f"{state}: damaged (not mt's distillation state); give a new directory")
     for part, words in PARTS.items():

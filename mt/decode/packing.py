@@ -14,7 +14,7 @@ CPU models:
 
 Both give a model's outputs to float32 rounding (docs/benchmarks.md). On a CPU with bf16 products in hardware
 (AVX512-BF16 or AMX), oneDNN can also keep a weight in bf16 (--compute-type bfloat16): each product then reads its
-input rounded to bf16 and gives float32 back, as autocast would, in less time the more rows a step has; all else
+input rounded to bf16 and gives its bf16 result widened to float32, in less time the more rows a step has; all else
 (attention, norms, the search's scores) stays float32. The model knows nothing of this:
 `PackedWeights.applied` gives the chosen nn.Linear modules a packed forward for the duration of a block, on those
 module instances only, and takes it away after.

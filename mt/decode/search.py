@@ -12,7 +12,7 @@ length penalty ((5 + length) / 6) ** alpha, its length counting EOS. With alpha 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -60,6 +60,10 @@ class SearchEngine(Protocol):
     @property
     def max_positions(self) -> int:
         """The length of the position table: no output reaches it (output_limit)."""
+
+    @property
+    def compute_type(self) -> str:
+        """What its products compute in, as resolved on this device (--compute-type auto becomes a type)."""
 
     def search_batch(self, src_ids: list[list[int]], limits: list[int],
                      decode: DecodeConfig) -> list[list[Hypothesis]]:
@@ -145,6 +149,10 @@ class Searcher:
     def max_positions(self) -> int:
         return self.ensemble.max_positions
 
+    @property
+    def compute_type(self) -> str:
+        return "bfloat16" if self.dtype == torch.bfloat16 else "float32"
+
     def search(self, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
         """The decode.nbest best outputs of each source, best first, in input order (search_sources)."""
         return search_sources(self, src_ids, decode)
@@ -184,8 +192,10 @@ class Searcher:
     def products(self, parts: list[nn.Module], rows: int | None) -> Iterator[None]:
         """Within the block, the products of `parts` by their weights in the searcher's dtype: by packed weights on
         the CPU (PackedWeights.applied), under bf16 autocast on other devices when dtype is bf16."""
+        # A float32 search leaves any autocast of the caller's alone: only a bf16 one off the CPU opens its own.
         on_gpu = self.dtype == torch.bfloat16 and self.device.type != "cpu"
-        with self.packed.applied(parts, rows), torch.autocast(self.device.type, torch.bfloat16, enabled=on_gpu):
+        autocast = torch.autocast(self.device.type, torch.bfloat16) if on_gpu else nullcontext()
+        with self.packed.applied(parts, rows), autocast:
             yield
 
     def shortlist(self, path: str) -> Shortlist:
