@@ -415,7 +415,8 @@ def test_mt_api_gives_nbest_with_scores_options_and_attention(url, offline, tran
 
 def test_info_tells_the_models_facts(url, translator):
     info = httpx.get(url + "/api/info").json()
-    assert info["engine"] == "mt" and info["source"] == "zh" and info["step"] == 8
+    assert info["engine"] == "mt" and info["compute_type"] == "float32"
+    assert info["source"] == "zh" and info["step"] == 8
     assert info["model"]["d_model"] == translator.config.model.d_model and "dev_bleu" in info["dev"]
 
 
@@ -737,7 +738,7 @@ def page(url):
 
 
 def test_the_page_translates_on_the_button_and_on_ctrl_enter(page, offline):
-    page.wait_for_selector("#facts:has-text('step 8')")  # selectors, not script: the page's CSP forbids eval
+    page.wait_for_selector("#facts:has-text('mt engine, float32 · step 8')")  # selectors, not script: the page's CSP forbids eval
     page.fill("#text", "我爱你")
     page.click("#go")
     page.wait_for_selector("ol.nbest li")

@@ -217,8 +217,9 @@ class Api:
 
     async def info(self, request):
         config = self.translator.config
-        return _json({"engine": self.engine, "source": self.source, "target": self.target,
-                      **self.translator.facts, "model": dataclasses.asdict(config.model),
+        return _json({"engine": self.engine, "compute_type": self.translator.engine.compute_type,
+                      "source": self.source, "target": self.target, **self.translator.facts,
+                      "model": dataclasses.asdict(config.model),
                       "vocabulary": {"source": self.translator.tokenizer.src_vocab_size,
                                      "target": self.translator.tokenizer.tgt_vocab_size,
                                      "joint": self.translator.tokenizer.joint},
