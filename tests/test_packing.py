@@ -178,7 +178,7 @@ def test_a_bfloat16_search_multiplies_in_bf16_and_agrees_with_float32(trained_ru
     model, rows = peaky_model(d_model=64, d_ff=128), []
     bf16_forward = mt.decode.packing._onednn_bf16_forward
     monkeypatch.setattr(mt.decode.packing, "_onednn_bf16_forward",
-                        lambda linear, *args: rows.append(args[-1].shape[:-1].numel()) or bf16_forward(linear, *args))
+                        lambda *args: rows.append(args[-1].shape[:-1].numel()) or bf16_forward(*args))
     torch.manual_seed(1)
     sources = [torch.randint(5, 40, (int(n),)).tolist() + [EOS] for n in torch.randint(2, 9, (60,))]
     decode = DecodeConfig(beam_size=4, max_len_b=8)
@@ -191,7 +191,7 @@ def test_a_bfloat16_search_multiplies_in_bf16_and_agrees_with_float32(trained_ru
     differences = [abs(a[0].score - b[0].score) for a, b, equal in zip(float32, bf16, same) if equal]
     assert sum(differences) / len(differences) < 0.1  # the same outputs' log-probabilities, to bf16's rounding
     checkpoint = trained_runs[0] / "checkpoints" / "last.pt"
-    assert load_translator(checkpoint, "cpu", compute_type="bfloat16").engine.dtype == torch.bfloat16
+    assert load_translator(checkpoint, "cpu", compute_type="bfloat16").engine.compute_type == "bfloat16"
 
 
 def test_mt_engine_computes_in_float32_unless_bfloat16_is_asked_where_the_hardware_has_it(monkeypatch):

@@ -53,7 +53,7 @@ def _onednn_forward(linear: nn.Linear, rows: int | None, packed: Tensor, x: Tens
     return torch.ops.mkldnn._linear_pointwise(x, packed, linear.bias, "none", [], "")  # any number of rows
 
 
-def _onednn_bf16_forward(linear: nn.Linear, bias: Tensor | None, packed: Tensor, x: Tensor) -> Tensor:
+def _onednn_bf16_forward(bias: Tensor | None, packed: Tensor, x: Tensor) -> Tensor:
     return torch.ops.mkldnn._linear_pointwise(x.to(torch.bfloat16), packed, bias, "none", [], "").float()
 
 
@@ -61,7 +61,7 @@ def _mkl_forward(linear: nn.Linear, rows: int, packed: Tensor, x: Tensor) -> Ten
     return torch.ops.mkl._mkl_linear(x, packed, linear.weight, linear.bias, rows)  # plain product if rows differ
 
 
-# Each library's (weight, rows) → packed weight
+# Each layout's (weight, rows) → packed weight (PackedWeights.kind)
 REORDER = {"onednn": lambda weight, rows: torch.ops.mkldnn._reorder_linear_weight(weight, None),
            "mkl": lambda weight, rows: torch.ops.mkl._mkl_reorder_linear_weight(weight, rows),
            "onednn_bf16": lambda weight, rows: torch.ops.mkldnn._reorder_linear_weight(weight.bfloat16(), None)}
@@ -85,8 +85,8 @@ class PackedWeights:
 
     @contextmanager
     def applied(self, modules: list[nn.Module], rows: int | None) -> Iterator[None]:
-        """Within the block, every packable fp32 CPU nn.Linear in `modules` multiplies by its packed weight: any
-        input with oneDNN, inputs of `rows` rows with MKL (None: the block's products have no one size, and MKL
+        """Within the block, every packable fp32 CPU nn.Linear in `modules` multiplies by its packed weight (in bf16
+        with dtype bf16): any input with oneDNN, inputs of `rows` rows with MKL (None: the block's products have no one size, and MKL
         packs none). The block must not change the weights. Blocks of several threads may share modules: the
         first to come packs them, the last to leave unpacks them."""
         linears = [m for module in modules for m in module.modules() if isinstance(m, nn.Linear)
@@ -119,7 +119,7 @@ class PackedWeights:
         kept_rows, _, packed = self._kept[linear]
         if self.kind == "onednn_bf16":
             bias = None if linear.bias is None else linear.bias.detach().bfloat16()
-            return functools.partial(_onednn_bf16_forward, linear, bias, packed)
+            return functools.partial(_onednn_bf16_forward, bias, packed)
         forward = {"onednn": _onednn_forward, "mkl": _mkl_forward}[self.library]  # (linear, rows, packed, x)
         return functools.partial(forward, linear, kept_rows, packed)
 
