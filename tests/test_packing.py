@@ -190,6 +190,13 @@ def test_a_bfloat16_search_multiplies_in_bf16_and_agrees_with_float32(trained_ru
     assert sum(same) >= 2 / 3 * len(sources)  # a wrong product would agree on none
     differences = [abs(a[0].score - b[0].score) for a, b, equal in zip(float32, bf16, same) if equal]
     assert sum(differences) / len(differences) < 0.1  # the same outputs' log-probabilities, to bf16's rounding
+    outputs = [hyps[0].tokens + [EOS] for hyps in float32]
+    rows.clear()
+    scored = Searcher(model, torch.device("cpu"), dtype=torch.bfloat16).score_batch(sources, outputs)
+    assert rows  # forced decoding (mt score) multiplies by bf16 weights too
+    reference = Searcher(model, torch.device("cpu")).score_batch(sources, outputs)
+    gaps = [abs(a - b) for x, y in zip(scored, reference) for a, b in zip(x, y)]
+    assert 0 < max(gaps) and sum(gaps) / len(gaps) < 0.05  # per token: bf16's rounding, not another model's
     checkpoint = trained_runs[0] / "checkpoints" / "last.pt"
     assert load_translator(checkpoint, "cpu", compute_type="bfloat16").engine.compute_type == "bfloat16"
 
