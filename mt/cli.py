@@ -491,8 +491,8 @@ def distill(teacher: Annotated[list[Path], typer.Option(
         raise MtError("--nbest: a distillation keeps the best translation of each line")
     total = sum(1 for path in source for _ in iter_file_lines(path))
     with tqdm(total=total, unit=" lines", disable=not sys.stderr.isatty(), file=sys.stderr) as bar:
-        done = distill_corpus(translator, recipe(teacher, source, decode, engine, translator.engine.compute_type), source, output, decode,
-                              bar.update)
+        made_by = recipe(teacher, source, decode, engine, translator.engine.compute_type)
+        done = distill_corpus(translator, made_by, source, output, decode, bar.update)
     src, tgt = corpus_files(output, translator)
     log.info(f"{done.pairs:,} pairs → {src} and {tgt}; train a student on them: data.train: {{path: "
              f"{output / 'train'}}} (configs/student-base.yaml, configs/student-tiny.yaml)")

@@ -49,7 +49,8 @@ def recipe(teachers: list[Path], sources: list[Path], decode: DecodeConfig, engi
         return file_checksum(path / "mt.json" if path.is_dir() else path)
 
     return {"teachers": [{"path": str(t.resolve()), "sha256": checksum(t)} for t in teachers], "engine": engine,
-            "compute_type": compute_type, "sources": [{"path": str(s.resolve()), "sha256": checksum(s)} for s in sources],
+            "compute_type": compute_type,
+            "sources": [{"path": str(s.resolve()), "sha256": checksum(s)} for s in sources],
             "decode": dataclasses.asdict(decode), "chunk_lines": chunk_lines}
 
 

@@ -86,9 +86,9 @@ class PackedWeights:
     @contextmanager
     def applied(self, modules: list[nn.Module], rows: int | None) -> Iterator[None]:
         """Within the block, every packable fp32 CPU nn.Linear in `modules` multiplies by its packed weight (in bf16
-        with dtype bf16): any input with oneDNN, inputs of `rows` rows with MKL (None: the block's products have no one size, and MKL
-        packs none). The block must not change the weights. Blocks of several threads may share modules: the
-        first to come packs them, the last to leave unpacks them."""
+        with dtype bf16): any input with oneDNN, inputs of `rows` rows with MKL (None: the block's products have no
+        one size, and MKL packs none). The block must not change the weights. Blocks of several threads may share
+        modules: the first to come packs them, the last to leave unpacks them."""
         linears = [m for module in modules for m in module.modules() if isinstance(m, nn.Linear)
                    and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32]
         if self.library == "none" or (self.library == "mkl" and rows not in MKL_ROWS):
