@@ -136,8 +136,8 @@ class Searcher:
 
     def __init__(self, model: Transformer | Ensemble, device: torch.device, vocab_hash: str = "",
                  dtype: torch.dtype = torch.float32):
-        self.ensemble, self.device, self.dtype = Ensemble.of(model), device, dtype
-        self.packed = PackedWeights(dtype=dtype)
+        self.ensemble, self.device = Ensemble.of(model), device
+        self.packed = PackedWeights(dtype=dtype)  # holds the dtype (Searcher.dtype)
         self.vocab_hash = vocab_hash  # its tokenizer's: a shortlist must be made for it
         self._shortlists: dict[str, Shortlist] = {}
 
@@ -148,6 +148,10 @@ class Searcher:
     @property
     def max_positions(self) -> int:
         return self.ensemble.max_positions
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.packed.dtype
 
     @property
     def compute_type(self) -> str:
