@@ -11,6 +11,7 @@ import functools
 import importlib.util
 import inspect
 import logging
+import os
 import sys
 import typing
 from contextlib import contextmanager, nullcontext
@@ -231,6 +232,7 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
     if attention is not None and (len(text or []) != 1 or engine != "mt"):
         raise MtError("--attention draws one translation: give one sentence as an argument (engine mt)")
     document = format == "html" or (input is not None and format is None and input.suffix.lower() in DOCUMENTS)
+    _check_translation_path(input, output, format)
     _check_outputs((output, DOCX if output is not None and output.suffix.lower() == ".docx" else TEXT),
                    (attention, PNG))
     if document:
@@ -354,6 +356,31 @@ def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")])
         print("dev: not validated at this checkpoint")
     print("config:\n" + textwrap.indent(yaml.safe_dump(state["config"], sort_keys=False, allow_unicode=True), "  "),
           end="")
+
+
+def _check_translation_path(input: Path | None, output: Path | None, format: str | None) -> None:
+    """Refuse, before any work, an --output that is the --input file (its translation would replace the source), or
+    whose suffix names another document format than the translation's (a subtitle file's translation named .docx);
+    any text (plain, HTML, subtitles) may go to a .txt file or one whose suffix names no format."""
+    if output is None:
+        return
+    if input is not None and input.is_file() and output.is_file() and os.path.samefile(input, output):
+        raise MtError(f"--output {output} is the --input file: its translation would replace it; choose another path")
+    from mt.text.documents import FORMATS
+
+    made = "HTML" if format == "html" else FORMATS.get(input.suffix.lower(), "text") if input else "text"
+    named = FORMATS.get(output.suffix.lower())
+    word = made == "Word document"
+    if named != made and (named not in (None, "text") or word):
+        endings = ", ".join(suffix for suffix, kind in FORMATS.items() if kind == made or (kind == "text" and not word))
+        said = f"its suffix names {_a(named)}, but " if named else ""
+        raise MtError(f"--output {output}: {said}the translation is {_a(made)}; choose a name ending in {endings}"
+                      + ("" if word else ", or a suffix that names no format"))
+
+
+def _a(kind: str) -> str:
+    """A format's name as a phrase: "a Word document", "HTML", "text"."""
+    return "a Word document" if kind == "Word document" else kind
 
 
 def _check_outputs(*outputs) -> None:
