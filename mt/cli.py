@@ -232,9 +232,9 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
     if attention is not None and (len(text or []) != 1 or engine != "mt"):
         raise MtError("--attention draws one translation: give one sentence as an argument (engine mt)")
     document = format == "html" or (input is not None and format is None and input.suffix.lower() in DOCUMENTS)
-    _check_translation_path(input, output, format)
+    _check_output_format(input, output, format)
     _check_outputs((output, DOCX if output is not None and output.suffix.lower() == ".docx" else TEXT),
-                   (attention, PNG))
+                   (attention, PNG), inputs=(input,))
     if document:
         return _translate_document(text, input, output, format, checkpoint, weights, device, engine, compute_type,
                                    decode)
@@ -358,14 +358,12 @@ def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")])
           end="")
 
 
-def _check_translation_path(input: Path | None, output: Path | None, format: str | None) -> None:
-    """Refuse, before any work, an --output that is the --input file (its translation would replace the source), or
-    whose suffix names another document format than the translation's (a subtitle file's translation named .docx);
-    any text (plain, HTML, subtitles) may go to a .txt file or one whose suffix names no format."""
+def _check_output_format(input: Path | None, output: Path | None, format: str | None) -> None:
+    """Refuse, before any work, an --output whose suffix names another document format than the translation's (a
+    subtitle file's translation named .docx); any text (plain, HTML, subtitles) may go to a .txt file or one whose
+    suffix names no format."""
     if output is None:
         return
-    if input is not None and input.is_file() and output.is_file() and os.path.samefile(input, output):
-        raise MtError(f"--output {output} is the --input file: its translation would replace it; choose another path")
     from mt.text.documents import FORMATS
 
     made = "HTML" if format == "html" else FORMATS.get(input.suffix.lower(), "text") if input else "text"
@@ -383,11 +381,17 @@ def _a(kind: str) -> str:
     return "a Word document" if kind == "Word document" else kind
 
 
-def _check_outputs(*outputs) -> None:
-    """Refuse, before any work, output paths given as (path or None, kind) where something of another kind is."""
+def _check_outputs(*outputs, inputs: tuple = ()) -> None:
+    """Refuse, before any work, output paths given as (path or None, kind) where something of another kind is, or
+    that are one of the command's `inputs` (paths or None): its result would replace what it reads."""
     for path, kind in outputs:
-        if path is not None:
-            check_replaceable(path, kind)
+        if path is None:
+            continue
+        check_replaceable(path, kind)
+        for read in inputs:
+            if read is not None and path.is_file() and Path(read).is_file() and os.path.samefile(path, read):
+                raise MtError(f"{path}: it is also this command's input, which its output would replace; "
+                              f"choose another path")
 
 
 def _input_lines(text: list[str] | None, input: Path | None):
@@ -428,7 +432,7 @@ def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
         return
     if src is not None and not ref:
         raise MtError("--src needs at least one --ref")
-    _check_outputs((output, TEXT))
+    _check_outputs((output, TEXT), inputs=(src, *(ref or [])))
     from mt.decode.evaluate import evaluate as evaluate_test_set, read_test_files, read_test_set
     from mt.decode.translator import load_translator
 
@@ -471,7 +475,7 @@ def score(src: Annotated[Path, typer.Option("--src", help="Source lines.")],
 
     from mt.decode.translator import load_translator
 
-    _check_outputs((output, TEXT))
+    _check_outputs((output, TEXT), inputs=(src, tgt))
     sources, targets = _parallel_lines(src, tgt)  # first: bad input is reported before the model loads
     translator = load_translator(checkpoint, device, engine, weights, compute_type)
     start = time.perf_counter()

@@ -289,22 +289,29 @@ def test_an_output_never_takes_the_place_of_something_of_another_kind(workdir, t
     assert translated.exit_code == 0 and notes.read_text(encoding="utf-8") != "mine\n", translated.output
 
 
-def test_a_translation_never_replaces_its_source_nor_takes_another_formats_name(workdir, tmp_path):
-    source, link = tmp_path / "film.srt", tmp_path / "link.srt"
+def test_an_output_never_replaces_an_input_nor_takes_another_formats_name(workdir, tmp_path):
+    source, link, reference = tmp_path / "film.srt", tmp_path / "link.srt", tmp_path / "ref.en"
     source.write_text("1\n00:00:01,000 --> 00:00:02,000\n我爱你。\n\n", encoding="utf-8")
     os.link(source, link)  # the same file under another name
-    before = source.read_bytes()
-    refused = [(["--input", source, "-o", source], "is the --input file"),
-               (["--input", source, "-o", link], "is the --input file"),
-               (["--input", source, "-o", tmp_path / "film.docx"],
+    write_lines(reference, ["I love you."] * 4)
+    before = source.read_bytes(), reference.read_bytes()
+    also_input = "it is also this command's input, which its output would replace"
+    refused = [(["translate", "--input", source, "-o", source], also_input),
+               (["translate", "--input", source, "-o", link], also_input),
+               (["evaluate", "--src", source, "--ref", reference, "-o", reference], also_input),
+               (["score", "--src", source, "--tgt", reference, "-o", source], also_input),
+               (["translate", "--input", source, "-o", tmp_path / "film.docx"],
                 "its suffix names a Word document, but the translation is subtitles; choose a name ending in .txt, "
                 ".srt, or a suffix that names no format"),
-               (["--input", tmp_path / "x.docx", "-o", tmp_path / "x.txt"], "the translation is a Word document"),
-               (["--format", "html", "-o", tmp_path / "page.srt", "<p>我爱你</p>"], "the translation is HTML")]
+               (["translate", "--input", tmp_path / "x.docx", "-o", tmp_path / "x.txt"],
+                "the translation is a Word document"),
+               (["translate", "--format", "html", "-o", tmp_path / "page.srt", "<p>我爱你</p>"],
+                "the translation is HTML")]
     for args, words in refused:
-        done = mt_in_process("translate", *map(str, args), cwd=workdir)
+        done = mt_in_process(*map(str, args), cwd=workdir)
         assert isinstance(done.exception, MtError) and words in str(done.exception), (args, done.output)
-    assert source.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["film.srt", "link.srt"]
+    assert (source.read_bytes(), reference.read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["film.srt", "link.srt", "ref.en"]
     kept = mt_in_process("translate", "--input", str(source), "-o", str(tmp_path / "film.en.txt"), cwd=workdir)
     assert kept.exit_code == 0, kept.output  # subtitles' text may go to a .txt file
     assert "00:00:01,000 --> 00:00:02,000" in (tmp_path / "film.en.txt").read_text(encoding="utf-8")
