@@ -25,6 +25,7 @@ from mt.core.atomic import CHECKPOINT, DOCX, PNG, TEXT, atomic_open, atomic_writ
 from mt.config import DecodeConfig, Device, Engine, Keep, ServeConfig, flag_of, help_of
 from mt.core.console import setup_logging
 from mt.core.errors import MtError
+from mt.core.lines import BOM, Encoding, file_encoding
 from mt.core.memory import bound_kernel_cache, use_huge_pages
 from mt.core.openmp import load_ctranslate2_first, without_a_thread_team
 
@@ -244,6 +245,9 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
     from mt.text.texts import translate_texts
 
     lines, chunk = _input_lines(text, input)  # first: a missing input file is reported before the model loads
+    encoding = file_encoding(input) if input is not None else Encoding()  # the input's, kept in its translation
+    if encoding.bom:  # the mark is the file's, not its first line's
+        lines = (line.removeprefix(BOM) if n == 0 else line for n, line in enumerate(lines))
     translator = load_translator(checkpoint, device, engine, weights, compute_type)
     split, decode = _split_and_decode(translator, decode)
 
@@ -255,7 +259,7 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
     results = translate_stream(translate_chunk, lines, chunk)
     # A progress bar for a person watching the terminal while the translations go to a file or a pipe.
     bar = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty()) and not text
-    with _line_writer(output) as write:
+    with _line_writer(output, encoding) as write:
         for i, hyps in enumerate(tqdm(results, unit=" lines", disable=not bar, file=sys.stderr)):
             if decode.nbest == 1:
                 write(hyps[0].text)
@@ -667,18 +671,23 @@ def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", comp
 
 
 @contextmanager
-def _line_writer(output: Path | None):
+def _line_writer(output: Path | None, encoding: Encoding = Encoding()):
     """A function that writes one line: to stdout at once, or into `output`, which appears (atomically)
-    only when every line is written."""
+    only when every line is written; with `encoding`'s line end, after its byte-order mark if it has one."""
     if output is None:
+        sys.stdout.write(BOM if encoding.bom else "")
+
         def write(line: str) -> None:
-            sys.stdout.write(line + "\n")
+            sys.stdout.write(line + encoding.newline)
             sys.stdout.flush()
 
         yield write
     else:
         with atomic_open(output, TEXT) as f:
-            yield lambda line: f.write((line + "\n").encode("utf-8"))
+            f.write((BOM if encoding.bom else "").encode("utf-8"))
+            yield lambda line: f.write((line + encoding.newline).encode("utf-8"))
+
+
 
 
 def run(args: list[str] | None = None) -> int:

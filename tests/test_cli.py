@@ -317,6 +317,19 @@ def test_an_output_never_replaces_an_input_nor_takes_another_formats_name(workdi
     assert "00:00:01,000 --> 00:00:02,000" in (tmp_path / "film.en.txt").read_text(encoding="utf-8")
 
 
+def test_a_text_files_translation_keeps_its_byte_order_mark_and_line_ends(workdir, tmp_path):
+    lines = ["我爱你。", "", "他走了。你好。"]
+    (tmp_path / "plain.zh").write_bytes("\n".join(lines).encode("utf-8") + b"\n")
+    (tmp_path / "windows.zh").write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode("utf-8") + b"\r\n")
+    for name in ("plain", "windows"):
+        done = mt_in_process("translate", "-i", str(tmp_path / f"{name}.zh"), "-o", str(tmp_path / f"{name}.en"),
+                             cwd=workdir)
+        assert done.exit_code == 0, done.output
+    plain, windows = (tmp_path / "plain.en").read_bytes(), (tmp_path / "windows.en").read_bytes()
+    assert plain.count(b"\n") == 3 and b"\r" not in plain and not plain.startswith(b"\xef\xbb\xbf")
+    assert windows == b"\xef\xbb\xbf" + plain.replace(b"\n", b"\r\n")  # the mark is not translated as a word
+
+
 def test_ensembles_translate_and_evaluate_and_refuse_what_does_not_fit(workdir, tmp_path):
     best = "runs/tiny/checkpoints/best.pt"
     step = "runs/tiny/checkpoints/step-00000006.pt"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -14,6 +15,28 @@ from mt.core.errors import MtError
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+BOM = "\ufeff"
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """How a text file was written, kept in its translation: a byte-order mark or not, and its line end (the
+    first one in the file)."""
+
+    bom: bool = False
+    newline: str = "\n"
+
+    def encode(self, text: str) -> bytes:
+        return ((BOM if self.bom else "") + text.replace("\n", self.newline)).encode("utf-8")
+
+
+def file_encoding(path: Path) -> Encoding:
+    """How a text file (read as iter_file_lines reads it) was written, by its first 64 KiB."""
+    with _open(path) as f:
+        head = f.read(65536)
+    end = head.find(b"\n")
+    return Encoding(head.startswith(BOM.encode("utf-8")), "\r\n" if head[end - 1:end] == b"\r" else "\n")
 
 
 def read_lines(path: Path) -> list[str]:
@@ -24,7 +47,7 @@ def read_lines(path: Path) -> list[str]:
 def iter_file_lines(path: Path) -> Iterator[str]:
     """The lines of a UTF-8 text file, read lazily; a missing file is reported at once."""
     try:
-        stream = gzip.open(path, "rb") if Path(path).suffix == ".gz" else open(path, "rb")
+        stream = _open(path)
     except FileNotFoundError:
         raise MtError(f"{path}: no such file")
     except OSError as e:
@@ -35,6 +58,10 @@ def iter_file_lines(path: Path) -> Iterator[str]:
             yield from iter_lines(stream, str(path))
 
     return lines()
+
+
+def _open(path: Path) -> BinaryIO:
+    return gzip.open(path, "rb") if Path(path).suffix == ".gz" else open(path, "rb")
 
 
 def read_bytes(path: Path) -> bytes:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import srt
 
 from mt.core.errors import MtError
+from mt.core.lines import BOM, Encoding
 from mt.text.marks import Marked, Span
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ MAX_UNPACKED = 50_000_000
 MAX_RATIO = 200
 RATIO_FROM = 1_000_000  # bytes unpacked
 
-BOM = "\ufeff"
 SRT_TAG = re.compile(r"</?(i|b|u|s|font)\b[^>]*>|\{\\[^}]*\}", re.IGNORECASE)  # <i>, </i>, <font …>, {\an8}
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"  # WordprocessingML's namespace, for tags
 # How python-docx fails on a damaged .docx: a part missing (KeyError), bad XML (lxml's XMLSyntaxError is a
@@ -85,18 +85,6 @@ def read_document(name: str, data: bytes, max_bytes: int | None = None) -> Docum
         page = read_html(text)
         return Html(page.texts, page, encoding)
     return PlainText([Marked(text)], encoding)
-
-
-@dataclass(frozen=True)
-class Encoding:
-    """How a text file was written, kept in its translation: a byte-order mark or not, and its line end (the
-    first one in the file)."""
-
-    bom: bool
-    newline: str
-
-    def encode(self, text: str) -> bytes:
-        return ((BOM if self.bom else "") + text.replace("\n", self.newline)).encode("utf-8")
 
 
 def decode(name: str, data: bytes) -> tuple[str, Encoding]:
