@@ -688,8 +688,6 @@ def _line_writer(output: Path | None, encoding: Encoding = Encoding()):
             yield lambda line: f.write((line + encoding.newline).encode("utf-8"))
 
 
-
-
 def run(args: list[str] | None = None) -> int:
     """The `mt` command's work and its exit status. A user's mistake, in a config or data file or on the command
     line, is printed as one line; `--debug` shows the traceback instead. Anything else raised is a bug of mt's."""
