@@ -675,7 +675,7 @@ def _line_writer(output: Path | None, encoding: Encoding = Encoding()):
     """A function that writes one line: to stdout at once, or into `output`, which appears (atomically)
     only when every line is written; with `encoding`'s line end, after its byte-order mark if it has one."""
     if output is None:
-        sys.stdout.write(BOM if encoding.bom else "")
+        sys.stdout.write(encoding.mark)
 
         def write(line: str) -> None:
             sys.stdout.write(line + encoding.newline)
@@ -684,7 +684,7 @@ def _line_writer(output: Path | None, encoding: Encoding = Encoding()):
         yield write
     else:
         with atomic_open(output, TEXT) as f:
-            f.write((BOM if encoding.bom else "").encode("utf-8"))
+            f.write(encoding.mark.encode("utf-8"))
             yield lambda line: f.write((line + encoding.newline).encode("utf-8"))
 
 

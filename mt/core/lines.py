@@ -27,8 +27,13 @@ class Encoding:
     bom: bool = False
     newline: str = "\n"
 
+    @property
+    def mark(self) -> str:
+        """What the file starts with: its byte-order mark, or nothing."""
+        return BOM if self.bom else ""
+
     def encode(self, text: str) -> bytes:
-        return ((BOM if self.bom else "") + text.replace("\n", self.newline)).encode("utf-8")
+        return (self.mark + text.replace("\n", self.newline)).encode("utf-8")
 
 
 def file_encoding(path: Path) -> Encoding:
