@@ -22,12 +22,14 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from mt.core.atomic import CHECKPOINT, DOCX, PNG, TEXT, atomic_open, atomic_write_bytes, check_replaceable
-from mt.config import DecodeConfig, Device, Engine, Keep, ServeConfig, flag_of, help_of
+from mt.config import DecodeConfig, Device, Engine, Keep
 from mt.core.console import setup_logging
 from mt.core.errors import MtError
 from mt.core.lines import BOM, Encoding, file_encoding
 from mt.core.memory import bound_kernel_cache, use_huge_pages
 from mt.core.openmp import load_ctranslate2_first, without_a_thread_team
+from mt.core.schema import flag_of, help_of
+from mt.serve.limits import ServeConfig
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +77,8 @@ ComputeTypeOption = Annotated[str, typer.Option(
 def config_options(name: str, section: type, panel: str, given_only: bool = False):
     """A command gets one option per key of the config section `section` (its name from the key's flag, its help
     from the key's), and receives them as `name`: an instance of the section, or with `given_only` a dict of the
-    keys whose options were given (the others stay the checkpoint's). The options are declared once, in
-    mt/config.py, like fairseq's options made from its dataclasses."""
+    keys whose options were given (the others stay the checkpoint's). The options are declared once, as the
+    section's keys, like fairseq's options made from its dataclasses."""
     hints = typing.get_type_hints(section)
     keys = dataclasses.fields(section)
 
@@ -664,7 +666,9 @@ def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", comp
     with without_a_thread_team() if engine == "mt" else nullcontext():
         translator = load_translator(checkpoint, device, engine, compute_type=compute_type)
     translator.config.decode = _decoding(translator, decode)  # the server's defaults
-    if translator.decode.beam_size > limits.max_beam:
+    try:
+        limits.check_beam(translator.decode.beam_size)
+    except MtError:
         raise MtError(f"beam {translator.decode.beam_size} (--beam, or the checkpoint's decode.beam_size): over "
                       f"--max-beam {limits.max_beam}")
     run_server(translator, engine, limits, host, port, keys)

@@ -43,8 +43,13 @@
 # distill options, e.g. "--top-k 10", in the distill parts and backtranslate), SENTENCES (1444) and REPEATS (3) the
 # distill part's timing. A short check of a part:
 #   OUT=/tmp/build-on STEPS=100 SET="train.eval_every=50" bash scripts/bench_build_on.sh subword 0.1
+# A part's scores and times go, as one record, into benchmarks/results/bench_build_on.jsonl (scripts/records.py);
+# the distill part's decoding speed into bench_decode.jsonl, as scripts/bench_decode.py records it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the command as run, with the settings the environment gave it
+command="$(for name in OUT CONFIG STEPS TINY_STEPS MINUTES DATA DEV TEACHER DISTILL SENTENCES REPEATS SET; do
+  if [ -n "${!name:-}" ]; then printf '%s=%q ' "$name" "${!name}"; fi; done)bash scripts/bench_build_on.sh${*:+ $*}"
 source scripts/setup.sh
 OUT=${OUT:-runs/build-on}
 CONFIG=${CONFIG:-configs/tatoeba-cpu.yaml}
@@ -56,16 +61,22 @@ DEV=${DEV:-data/tvsub}
 source scripts/sets.sh
 read -ra distill_options <<< "${DISTILL:-}"
 mkdir -p "$OUT"
+figures=()  # --figure NAME=VALUE options for the record
 
 score_on() {  # LABEL SRC REF NAME CHECKPOINT... [-- OPTION...]: one test set, beam 5, and how long it took
   local label=$1 src=$2 ref=$3 name=$4; shift 4
-  local models=()
+  local models=() said seconds
   while [ $# -gt 0 ] && [ "$1" != -- ]; do models+=(--checkpoint "$1"); shift; done
   [ $# -gt 0 ] && shift  # the --
   local start=$SECONDS
   echo "== $name, $label, beam 5"
-  mt evaluate "${models[@]}" --src "$src" --ref "$ref" --beam 5 "$@"
-  echo "   ($((SECONDS - start)) s to translate and score $(wc -l < "$src") lines)"
+  said=$(mt evaluate "${models[@]}" --src "$src" --ref "$ref" --beam 5 "$@")
+  seconds=$((SECONDS - start))
+  echo "$said"
+  echo "   ($seconds s to translate and score $(wc -l < "$src") lines)"
+  figures+=(--figure "$name, $label: BLEU=$(awk '/^BLEU/ {print $2}' <<< "$said")"
+            --figure "$name, $label: chrF=$(awk '/^chrF/ {print $2}' <<< "$said")"
+            --figure "$name, $label: seconds=$seconds")
 }
 
 tatoeba() {  # SPLIT LABEL NAME CHECKPOINT... : score_on a Tatoeba split
@@ -105,6 +116,7 @@ teach() {  # SOURCES DIR: the teacher (TEACHER, or the ensemble of seeds 1, 2, 3
   mt distill "${teachers[@]/#/--teacher=}" -s "$1" -o "$2" "${distill_options[@]}"
   echo "== the teacher translated $(wc -l < "$1") sources in $((SECONDS - start)) s" \
        "(less where an earlier run had translated them)"
+  figures+=(--figure "the teacher's translation into $(basename "$2"): seconds=$((SECONDS - start))")
 }
 
 case ${1:-} in
@@ -117,8 +129,7 @@ case ${1:-} in
       --run-dir "$OUT/tatoeba-only" --set train.max_minutes="$MINUTES" --set train.max_steps=1000000
     for model in "$dialogue" "$OUT/adapted" "$OUT/tatoeba-only"; do
       score "$model" "$model/checkpoints/best.pt"
-      echo "== $model, TVsub dev (detokenised references), beam 5"
-      mt evaluate --checkpoint "$model/checkpoints/best.pt" --src "$DEV/dev.zh" --ref "$DEV/dev.en" --beam 5
+      score_on "TVsub dev (detokenised references)" "$DEV/dev.zh" "$DEV/dev.en" "$model" "$model/checkpoints/best.pt"
     done ;;
   ensemble)
     for seed in 1 2 3; do
@@ -205,10 +216,10 @@ case ${1:-} in
   subword)
     alpha=${2:?give tokenizer.sampling_alpha, e.g. 0.1 (0: the recipe as it is)}
     recipe "$OUT/subword-$alpha" --set tokenizer.sampling_alpha="$alpha"
-    echo "== dev, beam 5"
-    mt evaluate --checkpoint "$OUT/subword-$alpha/checkpoints/best.pt" \
-      --src "$DATA/tatoeba/dev.zh" --ref "$DATA/tatoeba/dev.en" --beam 5
+    tatoeba dev "tatoeba dev" "sampling_alpha $alpha" "$OUT/subword-$alpha/checkpoints/best.pt"
     score "sampling_alpha $alpha" "$OUT/subword-$alpha/checkpoints/best.pt" ;;
   *)
     sed -n 2,45p "$0"; exit 2 ;;
 esac
+python scripts/records.py add --script bench_build_on.sh --command "$command" \
+  --title "building on models: $*, $(basename "$CONFIG")${SET:+, $SET}, beam 5" "${figures[@]}"

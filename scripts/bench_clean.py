@@ -22,6 +22,7 @@ Parts (--parts, a comma list; default all):
     python scripts/bench_clean.py --parts tatoeba --threads 2          # about 4 × the quick-start's time
     python scripts/bench_clean.py --parts tvsub,score
 
+Each part's figures go, as a record of their own, into benchmarks/results/bench_clean.jsonl (scripts/records.py).
 --config layers a config over each part's recipe, and --data, --tvsub-dev and --checkpoint choose its data: with a
 small model and corpus, the script runs through in seconds (a check of it, not a measurement).
 """
@@ -43,7 +44,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mt.clean.cleaning import step_names
-from mt.config import DEFAULT_FILTERS
+from mt.data.filters import DEFAULT_FILTERS
+from records import record  # scripts/records.py: the results file
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "zh-en"
@@ -53,6 +55,8 @@ QUICKSTART = "configs/tatoeba-cpu.yaml"
 DIALOGUE = "configs/dialogue-cpu.yaml"
 FILTERS_OFF = ["--set", "data.filters=[]", "--set", "data.contamination=keep"]
 PARTS = ("tatoeba", "tvsub", "score")
+TITLES = {"tatoeba": "the quick-start recipe on clean, noisy and filtered Tatoeba (test set, beam 4)",
+          "tvsub": "mt clean on TVsub", "score": "mt score against mt translate on the Tatoeba test set"}
 # The order of cleaning's steps in (c) and (d): the guard, the default filters, then cross_entropy.
 STEPS = step_names([f.filter for f in DEFAULT_FILTERS] + ["cross_entropy"])
 # A text found several times in the corpus: its removals are counted against the noisiest kinds first.
@@ -220,8 +224,8 @@ def evaluate(checkpoint: Path, src: Path, ref: Path, output: Path, env: dict) ->
     return float(scores["BLEU"]), float(scores["chrF"])
 
 
-def ratio(a: float, b: float) -> float:
-    return a / b if b else float("nan")
+def ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b else None
 
 
 def fmt(value, spec: str, missing: str = "?") -> str:
@@ -267,24 +271,33 @@ def removals_by_kind(pairs: list[tuple[str, str, str]], removed: list[tuple[str,
     return counts, unmatched, repeats
 
 
-def print_recall(pairs, removed) -> None:
+def recall(run: str, pairs, removed) -> list[dict]:
+    """Prints, and returns as rows, the share of each kind of pair that each filter removed."""
     counts, unmatched, repeats = removals_by_kind(pairs, removed)
     totals = Counter(kind for _, _, kind in pairs)
     reasons = [r for r, _ in Counter(reason for reason, _, _ in removed).most_common()]
+    rows = []
+    for kind in [k for k in NOISE_ORDER[::-1] if totals[k]] + sorted(set(totals) - set(NOISE_ORDER)):
+        n = totals[kind]
+        gone = sum(c for (k, _), c in counts.items() if k == kind)
+        rows.append({"part": "tatoeba", "run": run, "kind": kind, "pairs": n, "removed": gone,
+                     "removed %": round(100 * gone / n, 1),
+                     **{f"{r} %": round(100 * counts[kind, r] / n, 1) for r in reasons}})
     width = max([8] + [len(r) for r in reasons])
     print(f"\nshare of each kind removed, by filter (removed.tsv: {len(removed):,} pairs; a column per reason; a pair "
           "counts under the first step that removed it: the contamination guard, then the filters in order):")
     print(f"{'kind':<15}{'pairs':>8}{'removed':>9}" + "".join(f"{r:>{width + 1}}" for r in reasons))
-    for kind in [k for k in NOISE_ORDER[::-1] if totals[k]] + sorted(set(totals) - set(NOISE_ORDER)):
-        n = totals[kind]
-        gone = sum(c for (k, _), c in counts.items() if k == kind)
-        print(f"{kind:<15}{n:>8,}{100 * gone / n:>8.1f}%"
-              + "".join(f"{100 * counts[kind, r] / n:>{width}.1f}%" for r in reasons))
-    clean = sum(c for (k, _), c in counts.items() if k == "clean")
-    print(f"clean pairs removed (false positives): {clean:,} of {totals['clean']:,} "
-          f"({100 * clean / max(totals['clean'], 1):.2f}%), {repeats:,} of them exact repeats of another clean pair")
+    for row in rows:
+        print(f"{row['kind']:<15}{row['pairs']:>8,}{row['removed %']:>8.1f}%"
+              + "".join(f"{row[f'{r} %']:>{width}.1f}%" for r in reasons))
+    clean = next((row for row in rows if row["kind"] == "clean"), {"pairs": 0, "removed": 0})
+    clean["exact repeats of another clean pair"] = repeats
+    print(f"clean pairs removed (false positives): {clean['removed']:,} of {clean['pairs']:,} "
+          f"({100 * clean['removed'] / max(clean['pairs'], 1):.2f}%), {repeats:,} of them exact repeats of another "
+          "clean pair")
     if unmatched:
         print(f"warning: {unmatched:,} removed pairs match no pair of the corpus by their exact text")
+    return rows
 
 
 # ---------------------------------------------------------------- part: tatoeba
@@ -299,7 +312,7 @@ def ensure_noisy(noisy: Path, seed: int, data: Path) -> None:
         raise Failed("scripts/make_noisy_corpus.py failed")
 
 
-def part_tatoeba(args, env: dict) -> None:
+def part_tatoeba(args, env: dict) -> list[dict]:
     print("\n## Tatoeba: clean, noisy, noisy with filters (quick-start recipe; test set, beam 4)", flush=True)
     ensure_noisy(args.noisy_dir, args.seed, args.data)
     noisy_train = ["--set", f"data.train.path={rel(args.noisy_dir / 'train')}"]
@@ -308,22 +321,30 @@ def part_tatoeba(args, env: dict) -> None:
     runs = [("(a) clean", "clean", FILTERS_OFF), ("(b) noisy", "noisy", noisy_train + FILTERS_OFF),
             ("(c) noisy, filtered", "noisy-cleaned", noisy_train),
             ("(d) (c) + cross_entropy", "noisy-scored", noisy_train + scored)]
-    rows = {}
+    rows = []
     for label, name, overrides in runs:
         run = Run(label, args.runs_dir / name, args.runs_dir / "logs" / f"{name}.train.log")
         train(run, recipe(args, QUICKSTART), overrides, env)
         best = run.run_dir / "checkpoints" / "best.pt"
-        scores = evaluate(best, args.data / "test.zh", args.data / "test.en", run.run_dir / "test.beam4.en", env)
-        log_text = run.log.read_text(encoding="utf-8") if run.log.exists() else ""
-        rows[label] = (pairs_kept(log_text), train_minutes(run), *scores)
+        bleu, chrf = evaluate(best, args.data / "test.zh", args.data / "test.en", run.run_dir / "test.beam4.en", env)
+        kept = pairs_kept(run.log.read_text(encoding="utf-8") if run.log.exists() else "")
+        minutes = train_minutes(run)
+        rows.append({"part": "tatoeba", "run": label, "pairs read": kept and kept[0], "pairs kept": kept and kept[1],
+                     "train minutes": minutes and round(minutes, 1), "test BLEU (beam 4)": bleu,
+                     "test chrF (beam 4)": chrf})
+    for row in rows:
+        row.update({f"{score}/(a)": ratio(row[f"test {score} (beam 4)"], rows[0][f"test {score} (beam 4)"])
+                    for score in ("BLEU", "chrF")})
     print_tatoeba_table(rows)
     pairs = read_manifest(args.noisy_dir)
     for label, name, overrides in runs[2:]:
         clean_dir = args.runs_dir / name
         done = run_mt(["clean", *recipe(args, QUICKSTART), *overrides, "--set", f"train.run_dir={rel(clean_dir)}"],
                       env, args.runs_dir / "logs" / f"{name}.clean.log")
-        print(f"\nmt clean of {label}: {done.seconds:.1f} s wall; report: {rel(clean_dir / 'clean' / 'report.md')}")
-        print_recall(pairs, read_removed(clean_dir / "clean" / "removed.tsv"))
+        cleaned = {"part": "tatoeba", "run": f"mt clean of {label}", "seconds": round(done.seconds, 1)}
+        print(f"\n{cleaned['run']}: {cleaned['seconds']:.1f} s wall; report: {rel(clean_dir / 'clean' / 'report.md')}")
+        rows += [cleaned, *recall(cleaned["run"], pairs, read_removed(clean_dir / "clean" / "removed.tsv"))]
+    return rows
 
 
 def cross_entropy_filters(scorer: Path, keep_fraction: float) -> str:
@@ -334,14 +355,14 @@ def cross_entropy_filters(scorer: Path, keep_fraction: float) -> str:
     return json.dumps(filters)
 
 
-def print_tatoeba_table(rows: dict) -> None:
+def print_tatoeba_table(rows: list[dict]) -> None:
     print(f"\n{'run':<26}{'pairs kept/read':>18}{'train min':>10}{'BLEU':>8}{'chrF':>8}{'BLEU/(a)':>10}"
           f"{'chrF/(a)':>10}")
-    _, _, base_bleu, base_chrf = rows["(a) clean"]
-    for label, (kept, minutes, bleu, chrf) in rows.items():
-        pairs = f"{kept[1]:,}/{kept[0]:,}" if kept else "?"
-        print(f"{label:<26}{pairs:>18}{fmt(minutes, '.1f'):>10}{bleu:>8.2f}{chrf:>8.2f}"
-              f"{ratio(bleu, base_bleu):>10.3f}{ratio(chrf, base_chrf):>10.3f}")
+    for row in rows:
+        pairs = f"{row['pairs kept']:,}/{row['pairs read']:,}" if row["pairs read"] is not None else "?"
+        print(f"{row['run']:<26}{pairs:>18}{fmt(row['train minutes'], '.1f'):>10}{row['test BLEU (beam 4)']:>8.2f}"
+              f"{row['test chrF (beam 4)']:>8.2f}{fmt(row['BLEU/(a)'], '.3f', 'nan'):>10}"
+              f"{fmt(row['chrF/(a)'], '.3f', 'nan'):>10}")
     print("(pairs: of the train corpus, read and kept after the filters and the length filter, from mt train's log; "
           "minutes: wall-clock of mt train, data preparation and validations included)")
 
@@ -375,7 +396,7 @@ def peak_memory_mb(done: Done) -> tuple[float, str]:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, "getrusage(RUSAGE_CHILDREN)"
 
 
-def part_tvsub(args, env: dict) -> None:
+def part_tvsub(args, env: dict) -> list[dict]:
     print("\n## TVsub: mt clean on 2M pairs", flush=True)
     ensure_tvsub_dev(args.tvsub_dev)
     clean_dir = args.runs_dir / "tvsub-clean"
@@ -383,13 +404,15 @@ def part_tvsub(args, env: dict) -> None:
                    f"train.run_dir={rel(clean_dir)}"], env, args.runs_dir / "logs" / "tvsub.clean.log", timed=True)
     peak, how = peak_memory_mb(done)
     removed = read_removed(clean_dir / "clean" / "removed.tsv")
-    print(f"\nmt clean, TVsub alone: {done.seconds:.1f} s wall, peak memory {peak:,.0f} MB ({how}); "
-          f"{len(removed):,} pairs removed")
+    rows = [{"part": "tvsub", "run": "mt clean, TVsub alone", "seconds": round(done.seconds, 1),
+             "peak memory MB": round(peak), "pairs removed": len(removed)}]
+    print(f"\n{rows[0]['run']}: {rows[0]['seconds']:.1f} s wall, peak memory {rows[0]['peak memory MB']:,} MB "
+          f"({how}); {rows[0]['pairs removed']:,} pairs removed")
     for reason, n in Counter(reason for reason, _, _ in removed).most_common():
+        rows.append({"part": "tvsub", "run": "mt clean, TVsub alone", "filter": reason, "pairs removed": n})
         print(f"  {reason:<24}{n:>10,}")
     print(f"report: {rel(clean_dir / 'clean' / 'report.md')}")
-    if args.tvsub_train_minutes:
-        tvsub_training(args, env)
+    return rows + (tvsub_training(args, env) if args.tvsub_train_minutes else [])
 
 
 def tvsub_dev(args) -> list[str]:
@@ -397,22 +420,25 @@ def tvsub_dev(args) -> list[str]:
     return ["--set", f"data.dev.path={rel(args.tvsub_dev / 'dev')}"]
 
 
-def tvsub_training(args, env: dict) -> None:
+def tvsub_training(args, env: dict) -> list[dict]:
     minutes = args.tvsub_train_minutes
     print(f"\n## TVsub: configs/dialogue-cpu.yaml trained {minutes:g} minutes with and without filters "
           "(dev: TVsub dev, detokenised; beam 4)", flush=True)
-    results = []
+    rows = []
     for label, overrides in (("filters off", FILTERS_OFF), ("default filters", [])):
         name = f"tvsub-{'unfiltered' if overrides else 'filtered'}-{minutes:g}min"
         run = Run(label, args.runs_dir / name, args.runs_dir / "logs" / f"{name}.train.log")
         train(run, recipe(args, DIALOGUE), ["--set", f"train.max_minutes={minutes:g}", *tvsub_dev(args), *overrides],
               env)
-        scores = evaluate(run.run_dir / "checkpoints" / "best.pt", args.tvsub_dev / "dev.zh",
-                          args.tvsub_dev / "dev.en", run.run_dir / "dev.beam4.en", env)
-        results.append((label, pairs_kept(run.log.read_text(encoding="utf-8")) if run.log.exists() else None,
-                        *scores))
-    for label, kept, bleu, chrf in results:
-        print(f"{label:<17} TVsub pairs kept {fmt(kept and kept[1], ',')}: dev BLEU {bleu:.2f}, chrF {chrf:.2f}")
+        bleu, chrf = evaluate(run.run_dir / "checkpoints" / "best.pt", args.tvsub_dev / "dev.zh",
+                              args.tvsub_dev / "dev.en", run.run_dir / "dev.beam4.en", env)
+        kept = pairs_kept(run.log.read_text(encoding="utf-8")) if run.log.exists() else None
+        rows.append({"part": "tvsub", "run": label, "train minutes": minutes, "pairs kept": kept and kept[1],
+                     "dev BLEU (beam 4)": bleu, "dev chrF (beam 4)": chrf})
+    for row in rows:
+        print(f"{row['run']:<17} TVsub pairs kept {fmt(row['pairs kept'], ',')}: dev BLEU "
+              f"{row['dev BLEU (beam 4)']:.2f}, chrF {row['dev chrF (beam 4)']:.2f}")
+    return rows
 
 
 # ---------------------------------------------------------------- part: score
@@ -426,7 +452,7 @@ def first_pair(folder: Path, data: Path) -> tuple[Path, Path]:
     return paths
 
 
-def rate(make, n: int, folder: Path, data: Path, name: str, env: dict) -> tuple[float, float, str]:
+def rate(make, n: int, folder: Path, data: Path, name: str, env: dict) -> tuple[float, float | None, str]:
     """(sentences/s of the whole command, sentences/s without its start-up, its last log line) on the test set
     in `data`, where make(src, tgt, out) gives the mt arguments."""
     done = []
@@ -438,10 +464,10 @@ def rate(make, n: int, folder: Path, data: Path, name: str, env: dict) -> tuple[
         print(f"warning: {name}: {lines:,} lines for {n:,} pairs")
     last = (done[1].output.strip().splitlines() or [""])[-1]
     net = done[1].seconds - done[0].seconds  # nothing left on a test set too small to outlast the start-up's jitter
-    return n / done[1].seconds, (n - 1) / net if net > 0 else float("nan"), last
+    return n / done[1].seconds, (n - 1) / net if net > 0 else None, last
 
 
-def part_score(args, env: dict) -> None:
+def part_score(args, env: dict) -> list[dict]:
     checkpoint = args.checkpoint
     if not checkpoint.exists():
         raise Failed(f"{rel(checkpoint)}: no such checkpoint (train the quick-start, or give --checkpoint)")
@@ -463,10 +489,14 @@ def part_score(args, env: dict) -> None:
     rates = {"mt translate, greedy": rate(translate(1), n, folder, args.data, "greedy.en", env),
              "mt translate, beam 4": rate(translate(4), n, folder, args.data, "beam4.en", env),
              "mt score": rate(score, n, folder, args.data, "scores.txt", env)}
-    for label, (whole, net, _) in rates.items():
-        print(f"{label:<22}{whole:>9.1f} sent/s whole command{net:>9.1f} sent/s without start-up")
+    rows = [{"part": "score", "run": label, "sentences/s": round(whole, 1),
+             "sentences/s without start-up": net and round(net, 1)} for label, (whole, net, _) in rates.items()]
+    for row in rows:
+        print(f"{row['run']:<22}{row['sentences/s']:>9.1f} sent/s whole command"
+              f"{fmt(row['sentences/s without start-up'], '.1f', 'nan'):>9} sent/s without start-up")
     print("(start-up: the same command on the first pair alone, subtracted)")
     print(f"mt score's own report: {rates['mt score'][2]}")
+    return rows
 
 
 # ---------------------------------------------------------------- main
@@ -505,7 +535,8 @@ def main() -> None:
     started = time.perf_counter()
     try:
         for part in parts:
-            {"tatoeba": part_tatoeba, "tvsub": part_tvsub, "score": part_score}[part](args, env)
+            rows = {"tatoeba": part_tatoeba, "tvsub": part_tvsub, "score": part_score}[part](args, env)
+            record("bench_clean.py", f"corpus cleaning, {TITLES[part]}", rows)
     except Failed as e:
         sys.exit(f"bench_clean: {e}")
     print(f"\ntotal {(time.perf_counter() - started) / 60:.1f} min")

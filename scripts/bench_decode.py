@@ -38,6 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from records import record  # scripts/records.py: the results file
+
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT.parent / "shared" / "bench" / "peers"
 NEWS = ROOT.parent / "shared" / "data" / "zh-en" / "wmt21" / "newstest2021.zh-en.zh"
@@ -64,7 +66,7 @@ def synthetic(engine: str, limit: int | None = None, parallel: int = 0) -> list[
     (decode.parallel_batches); returns one result per mode."""
     import torch
 
-    from mt.config import ModelConfig
+    from mt.model.config import ModelConfig
     from mt.model.transformer import Transformer
     from mt.data.tokenizer import EOS, PAD
 
@@ -155,7 +157,7 @@ def _mt_decoder(model, batch_size: int, fixed_length: int, parallel: int, produc
 
     from mt.config import DecodeConfig
     from mt.core.openmp import map_in_threads
-    from mt.decode.search import Searcher
+    from mt.decode.searcher import Searcher
     from mt.decode.translator import products_dtype
 
     searcher = Searcher(model, torch.device("cpu"), dtype=products_dtype(products, torch.device("cpu")))
@@ -217,24 +219,30 @@ def peer_rows(results: Path) -> dict[tuple[str, str, str], list[dict]]:
     return table
 
 
-def print_tables(table: dict, peers: list[str], repeats: int, engines: tuple[str, ...]) -> None:
-    """Every engine's median speed, then each of mt's engines as ratios of each peer's."""
+def summary(table: dict, peers: list[str], engines: tuple[str, ...]) -> list[dict]:
+    """One row per (workload, engine, mode): median speed and its range, and each of mt's engines as a ratio of
+    each peer's speed in the same run."""
     def median(key, field="sent_per_s"):
         return statistics.median(r[field] for r in table[key])
 
-    print(f"| workload | engine | mode | sent/s, median of {repeats} (range) | output tok/s | peak RSS MB |")
-    print("|---|---|---|---:|---:|---:|")
-    for key, rows in table.items():
-        speeds = [r["sent_per_s"] for r in rows]
-        print(f"| {' | '.join(key)} | {median(key):.1f} ({min(speeds):.1f}–{max(speeds):.1f}) "
-              f"| {median(key, 'tok_per_s'):,.0f} | {median(key, 'peak_rss_mb'):,.0f} |")
-    if peers:
-        print("\n| mt's engine | against | greedy | beam 4 |\n|---|---|---:|---:|")
-    for engine in engines:
-        for peer in peers:
-            ratios = [median(("synthetic", engine, mode)) / median(("synthetic", peer, mode))
-                      for mode in ("greedy", "beam4")]
-            print(f"| {engine} | {peer} | {ratios[0]:.2f}× | {ratios[1]:.2f}× |")
+    rows = []
+    for key, runs in table.items():
+        speeds = [r["sent_per_s"] for r in runs]
+        row = {"workload": key[0], "engine": key[1], "mode": key[2], "sentences/s": round(median(key), 1),
+               "range": f"{min(speeds):.1f}–{max(speeds):.1f}", "output tokens/s": round(median(key, "tok_per_s")),
+               "peak RSS MB": round(median(key, "peak_rss_mb"))}
+        if key[1] in engines:
+            row.update({f"× {peer}": round(median(key) / median((key[0], peer, key[2])), 2)
+                        for peer in peers if (key[0], peer, key[2]) in table})
+        rows.append(row)
+    return rows
+
+
+def print_table(rows: list[dict], repeats: int) -> None:
+    columns = list(dict.fromkeys(column for row in rows for column in row))
+    print(f"medians of {repeats} repeats\n| {' | '.join(columns)} |\n|{'---|' * len(columns)}")
+    for row in rows:
+        print(f"| {' | '.join(str(row.get(column, '–')) for column in columns)} |")
 
 
 def real_name(checkpoint: Path) -> str:
@@ -320,7 +328,9 @@ def main() -> None:
                     table.setdefault((name, engine, row["mode"]), []).append(row)
     peers = {key: rows[len(before.get(key, [])):] for key, rows in peer_rows(results).items()}
     peers = {key: rows for key, rows in peers.items() if rows}
-    print_tables({**peers, **table}, list(dict.fromkeys(peer for _, peer, _ in peers)), args.repeats, engines)
+    rows = summary({**peers, **table}, list(dict.fromkeys(peer for _, peer, _ in peers)), engines)
+    print_table(rows, args.repeats)
+    record("bench_decode.py", f"decoding speed, medians of {args.repeats} repeats", rows)
     names = [name.removeprefix("real ") for name, workload, *_ in workloads if workload == "real"]
     if len(names) > 1:
         print_ratios(table, names, engines)

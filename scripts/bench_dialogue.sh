@@ -9,8 +9,12 @@
 # detokenised copy goes and the run validates on, data/tvsub), TATOEBA (the folder of the Tatoeba test set) and SET
 # (more --set KEY=VALUE overrides for mt train, space-separated) change the run, e.g. a short check of the script:
 #   MINUTES=1 SET="train.eval_every=100" bash scripts/bench_dialogue.sh /tmp/dialogue
+# The scores and the translation go, as one record, into benchmarks/results/bench_dialogue.jsonl (scripts/records.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the command as run, with the settings the environment gave it
+command="$(for name in MINUTES CONFIG TVSUB DEV TATOEBA SET; do
+  if [ -n "${!name:-}" ]; then printf '%s=%q ' "$name" "${!name}"; fi; done)bash scripts/bench_dialogue.sh${1:+ $1}"
 source scripts/setup.sh
 python -c "import sacremoses" 2>/dev/null || pip install -qq -e ".[bench]"
 RUN=${1:-runs/dialogue-$(date +%Y%m%d-%H%M%S)}
@@ -20,6 +24,14 @@ TVSUB=${TVSUB:-../shared/data/zh-en/tvsub}
 DEV=${DEV:-data/tvsub}
 TATOEBA=${TATOEBA:-../shared/data/zh-en/tatoeba}
 source scripts/sets.sh
+figures=()  # --figure NAME=VALUE options for the record
+scores() {  # NAME MT-EVALUATE-OPTION…: mt evaluate, its output shown and its BLEU and chrF kept as figures
+  local name=$1 said; shift
+  said=$(mt evaluate "$@")
+  echo "$said"
+  figures+=(--figure "$name BLEU=$(awk '/^BLEU/ {print $2}' <<< "$said")"
+            --figure "$name chrF=$(awk '/^chrF/ {print $2}' <<< "$said")")
+}
 mkdir -p "$DEV"
 cp "$TVSUB/dev.zh" "$DEV/dev.zh"
 python - "$TVSUB/dev.en" "$DEV/dev.en" <<'PY'
@@ -34,8 +46,12 @@ echo "TVsub dev references, detokenised: $(head -1 "$DEV/dev.en")"
 mt train -c "$CONFIG" --run-dir "$RUN" --set train.max_minutes="$MINUTES" --set data.dev.path="$DEV/dev" "${sets[@]}"
 CKPT="$RUN/checkpoints/best.pt"
 echo "== TVsub dev (detokenised references), beam 5"
-mt evaluate --checkpoint "$CKPT" --src "$DEV/dev.zh" --ref "$DEV/dev.en" --beam 5
+scores "TVsub dev, beam 5:" --checkpoint "$CKPT" --src "$DEV/dev.zh" --ref "$DEV/dev.en" --beam 5
 echo "== Tatoeba test, beam 5"
-mt evaluate --checkpoint "$CKPT" --src "$TATOEBA/test.zh" --ref "$TATOEBA/test.en" --beam 5
+scores "Tatoeba test, beam 5:" --checkpoint "$CKPT" --src "$TATOEBA/test.zh" --ref "$TATOEBA/test.en" --beam 5
 echo "== 我爱你 (beam 5)"
-mt translate --checkpoint "$CKPT" --beam 5 "我爱你"
+translation=$(mt translate --checkpoint "$CKPT" --beam 5 "我爱你")
+echo "$translation"
+python scripts/records.py add --script bench_dialogue.sh --command "$command" \
+  --title "dialogue: $(basename "$CONFIG") trained $MINUTES minutes${SET:+, $SET}" "${figures[@]}" \
+  --figure "我爱你 (beam 5)=$translation"

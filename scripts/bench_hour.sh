@@ -10,9 +10,13 @@
 # Usage, from the project root: bash scripts/bench_hour.sh [RUN_DIR]   (about 65 minutes)
 # TOTAL (60), FINETUNE (15), CONFIG (the first stage's recipe, configs/dialogue-cpu.yaml), TUNE_CONFIG (the
 # second's, configs/tatoeba-cpu.yaml), DATA (the Tatoeba folder: train, dev and test) and SET (more --set
-# KEY=VALUE overrides for both mt train, space-separated, applied last) change the run.
+# KEY=VALUE overrides for both mt train, space-separated, applied last) change the run. The minutes, the choice and
+# the scores go, as one record, into benchmarks/results/bench_hour.jsonl (scripts/records.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the command as run, with the settings the environment gave it
+command="$(for name in TOTAL FINETUNE CONFIG TUNE_CONFIG DATA SET; do
+  if [ -n "${!name:-}" ]; then printf '%s=%q ' "$name" "${!name}"; fi; done)bash scripts/bench_hour.sh${1:+ $1}"
 source scripts/setup.sh
 RUN=${1:-runs/hour-$(date +%Y%m%d-%H%M%S)}
 TOTAL=${TOTAL:-60}
@@ -22,6 +26,14 @@ TUNE_CONFIG=${TUNE_CONFIG:-configs/tatoeba-cpu.yaml}
 DATA=${DATA:-../shared/data/zh-en/tatoeba}
 source scripts/sets.sh
 source scripts/choose.sh
+figures=()  # --figure NAME=VALUE options for the record
+scores() {  # NAME MT-EVALUATE-OPTION…: mt evaluate, its output shown and its BLEU and chrF kept as figures
+  local name=$1 said; shift
+  said=$(mt evaluate "$@")
+  echo "$said"
+  figures+=(--figure "$name BLEU=$(awk '/^BLEU/ {print $2}' <<< "$said")"
+            --figure "$name chrF=$(awk '/^chrF/ {print $2}' <<< "$said")")
+}
 start=$(date +%s)
 minutes_since_start() { python -c "print(round(($(date +%s) - $start) / 60, 2))"; }
 first_stage() {  # PREPARED: the minutes TOTAL leaves the dialogue stage after PREPARED minutes, or why none
@@ -42,11 +54,18 @@ mt train "${dialogue[@]}" --set train.max_minutes="$stage" --set train.max_steps
 mt train -c "$TUNE_CONFIG" -c configs/finetune-cpu.yaml --init-from "$RUN/dialogue/checkpoints/best.pt" \
   --run-dir "$RUN/tatoeba" --set data.train.path="$DATA/train" --set data.dev.path="$DATA/dev" \
   --set train.max_minutes="$FINETUNE" --set train.lr_scale=0.25 "${sets[@]}"
-echo "trained in $(minutes_since_start) minutes of wall-clock, preparation included"
+trained=$(minutes_since_start)
+echo "trained in $trained minutes of wall-clock, preparation included"
 mt info "$RUN/tatoeba/checkpoints/best.pt" | sed -n 2,5p
 choose "$RUN/tatoeba" "$DATA" 0.6
+figures+=(--figure "preparation minutes=$prepared" --figure "dialogue stage minutes=$stage"
+          --figure "training minutes, preparation included=$trained" --figure "checkpoint chosen on dev=$chosen.pt")
 echo "== Tatoeba test, beam 5"
-mt evaluate --checkpoint "$RUN/tatoeba/checkpoints/$chosen.pt" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 5 \
-  --alpha "$chosen_alpha"
+scores "Tatoeba test, beam 5:" --checkpoint "$RUN/tatoeba/checkpoints/$chosen.pt" --src "$DATA/test.zh" \
+  --ref "$DATA/test.en" --beam 5 --alpha "$chosen_alpha"
 echo "== the dialogue stage alone ($RUN/dialogue/checkpoints/best.pt), Tatoeba test, beam 5"
-mt evaluate --checkpoint "$RUN/dialogue/checkpoints/best.pt" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 5
+scores "the dialogue stage alone, Tatoeba test, beam 5:" --checkpoint "$RUN/dialogue/checkpoints/best.pt" \
+  --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 5
+title="the best Tatoeba model of $TOTAL minutes: $(basename "$CONFIG"), then $FINETUNE minutes of"
+title+=" $(basename "$TUNE_CONFIG")"
+python scripts/records.py add --script bench_hour.sh --command "$command" --title "$title${SET:+, $SET}" "${figures[@]}"

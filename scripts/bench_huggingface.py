@@ -12,6 +12,8 @@ called, `MarianMTModel.generate` and `MarianTokenizer.batch_decode`.
 
 mt's beam search scores log p / ((5 + length) / 6) ** alpha (GNMT); transformers' log p / length ** alpha.
 With alpha 0 both rank by log p alone.
+
+The table goes, as one record, into benchmarks/results/bench_huggingface.jsonl (scripts/records.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from records import record  # scripts/records.py: the results file
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST = ROOT.parent / "shared" / "data" / "zh-en" / "tatoeba" / "test.zh"
@@ -105,15 +109,22 @@ def main() -> None:
     print(f"{len(lines):,} Tatoeba test sentences; transformers {theirs['version']} via {theirs['via']}, batches of "
           f"{args.batch_size}; mt in batches of {translator.decode.max_tokens:,} source tokens; otherwise the "
           f"checkpoint's decode settings on both sides (no repeated {translator.decode.no_repeat_ngram_size}-gram)\n")
-    print("| search | mt sent/s | transformers sent/s | outputs that differ |\n|---|---:|---:|---:|")
+    print("| search | mt sentences/s | transformers sentences/s | outputs that differ |\n|---|---:|---:|---:|")
+    rows = []
     for (name, _, _), (mine, seconds), result in zip(SEARCHES, ours, theirs["results"]):
         differ = [(line, a, b) for line, a, b in zip(lines, mine, result["texts"]) if a != b]
-        print(f"| {name} | {len(lines) / seconds:.1f} | {len(lines) / result['seconds']:.1f} | "
+        rows.append({"search": name, "mt sentences/s": round(len(lines) / seconds, 1),
+                     "transformers sentences/s": round(len(lines) / result["seconds"], 1),
+                     "outputs that differ": len(differ)})
+        print(f"| {name} | {rows[-1]['mt sentences/s']} | {rows[-1]['transformers sentences/s']} | "
               f"{len(differ)} of {len(lines):,} |")
         for line, a, b in differ[:3]:
             print(f"|   e.g. {line} | mt: {a} | transformers: {b} | |")
     differ = sum(a != b for a, b in zip(translator.translate_lines(lines, lifted), theirs["results"][0]["texts"]))
+    rows.append({"search": LIFTED, "outputs that differ": differ})
     print(f"| {LIFTED} | | | {differ} of {len(lines):,} |")
+    record("bench_huggingface.py", f"the Hugging Face export against mt, {len(lines):,} Tatoeba test sentences, "
+           f"transformers {theirs['version']}", rows)
 
 
 if __name__ == "__main__":

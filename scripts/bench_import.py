@@ -7,7 +7,8 @@ greedy outputs of mt equal transformers'.
     python scripts/bench_import.py [--sentences 200] [--max-tokens 32]
 
 Random weights never end a sentence early: every output runs to the limit of --max-tokens, the same on each side,
-so the figures are of that many output tokens per sentence.
+so the figures are of that many output tokens per sentence. They go, as one record, into
+benchmarks/results/bench_import.jsonl (scripts/records.py).
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ import transformers  # noqa: E402
 from mt.decode.translator import load_translator  # noqa: E402
 from mt.exchange.ctranslate2 import export_ctranslate2  # noqa: E402
 from opus_mt import OPUS_MT_ZH_EN, opus_mt_like  # noqa: E402
+from records import record  # noqa: E402  (scripts/records.py: the results file)
 
 TATOEBA = ROOT.parent / "shared" / "data" / "zh-en" / "tatoeba"
 
 
-def child(*args: str) -> tuple[float, float]:
-    """Run `python -m mt ARGS`: its wall time (s) and peak resident memory (MB)."""
+def child(*args: str) -> dict:
+    """Run `python -m mt ARGS`: its wall time and peak resident memory."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as errors:
         process = subprocess.Popen([sys.executable, "-m", "mt", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -45,13 +47,14 @@ def child(*args: str) -> tuple[float, float]:
         if os.waitstatus_to_exitcode(status) != 0:
             errors.seek(0)
             sys.exit(f"mt {' '.join(args)} failed:\n{errors.read().decode(errors='replace')[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024
+    return {"seconds": round(seconds, 1), "peak memory MB": round(usage.ru_maxrss / 1024)}
 
 
 def timed(translate, lines: list[str]) -> tuple[list[str], float]:
+    """The outputs, and sentences/s."""
     start = time.perf_counter()
     outputs = translate(lines)
-    return outputs, len(lines) / (time.perf_counter() - start)
+    return outputs, round(len(lines) / (time.perf_counter() - start), 1)
 
 
 def marian_translate(directory: Path, max_tokens: int):
@@ -92,20 +95,22 @@ def main() -> None:
             train = (TATOEBA / f"train.{side}").read_text(encoding="utf-8").splitlines()[:300]
             (corpus / f"train.{side}").write_text("\n".join(train) + "\n", encoding="utf-8")
         opus_mt_like(marian_dir, corpus, shape)
-        seconds, peak = child("import", "--huggingface", str(marian_dir), "-o", str(checkpoint))
+        rows = [{"step": "mt import", **child("import", "--huggingface", str(marian_dir), "-o", str(checkpoint))}]
         translator = load_translator(checkpoint, "cpu")
         parameters = sum(p.numel() for p in translator.engine.models[0].parameters())
         vocabulary = translator.tokenizer.tgt_vocab_size - 1  # mt's BOS beside Marian's pad
         print(f"model: {parameters:,} parameters, vocabulary {vocabulary:,}; "
               f"CPU threads {torch.get_num_threads()}")
-        print(f"mt import: {seconds:.1f} s, peak memory {peak:,.0f} MB")
-        seconds, peak = child("translate", "--checkpoint", str(checkpoint), "--beam", "1", "我爱你")
-        print(f"load and translate one sentence (new process): {seconds:.1f} s, peak memory {peak:,.0f} MB")
+        print(f"mt import: {rows[0]['seconds']} s, peak memory {rows[0]['peak memory MB']:,} MB")
+        rows.append({"step": "load and translate one sentence (new process)",
+                     **child("translate", "--checkpoint", str(checkpoint), "--beam", "1", "我爱你")})
+        print(f"{rows[1]['step']}: {rows[1]['seconds']} s, peak memory {rows[1]['peak memory MB']:,} MB")
         export_ctranslate2(checkpoint, ct2)
         ct2_translator = load_translator(ct2, "cpu", engine="ctranslate2")
         marian = marian_translate(marian_dir, args.max_tokens)
         print(f"{len(lines)} sentences, {args.max_tokens} output tokens each\n")
-        print("| search | mt sent/s | CTranslate2 sent/s | transformers sent/s | mt greedy = transformers' |")
+        print("| search | mt sentences/s | CTranslate2 sentences/s | transformers sentences/s | "
+              "mt greedy = transformers' |")
         print("|---|---:|---:|---:|---:|")
         for beam in (1, 4):
             decode = translator.decode.replace(beam_size=beam, alpha=0.0, max_len_a=0.0, max_len_b=args.max_tokens,
@@ -113,9 +118,14 @@ def main() -> None:
             ours, mt_speed = timed(lambda batch: translator.translate_lines(batch, decode), lines)
             _, ct2_speed = timed(lambda batch: ct2_translator.translate_lines(batch, decode), lines)
             theirs, hf_speed = timed(lambda batch: marian(batch, beam), lines)
-            same = f"{sum(a == b for a, b in zip(ours, theirs))} of {len(lines)}" if beam == 1 else ""
-            print(f"| {'greedy' if beam == 1 else f'beam {beam}'} | {mt_speed:.1f} | {ct2_speed:.1f} | "
-                  f"{hf_speed:.1f} | {same} |")
+            equal = sum(a == b for a, b in zip(ours, theirs)) if beam == 1 else None
+            rows.append({"step": "translate", "search": "greedy" if beam == 1 else f"beam {beam}",
+                         "mt sentences/s": mt_speed, "CTranslate2 sentences/s": ct2_speed,
+                         "transformers sentences/s": hf_speed, "mt greedy = transformers'": equal})
+            print(f"| {rows[-1]['search']} | {mt_speed} | {ct2_speed} | {hf_speed} | "
+                  f"{'' if equal is None else f'{equal} of {len(lines)}'} |")
+    record("bench_import.py", f"importing a model of {args.shape}'s shape ({parameters:,} parameters), "
+           f"{len(lines)} Tatoeba test sentences, {args.max_tokens} output tokens each", rows)
 
 
 if __name__ == "__main__":

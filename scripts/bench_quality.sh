@@ -10,8 +10,13 @@
 # it), ALPHAS (the length penalties tried on dev, "0.6 1.0") and SET (more --set KEY=VALUE overrides for mt train,
 # space-separated) change the run, e.g. a two-minute check of the script:
 #   MINUTES=1 ALPHAS=0.6 SET="train.eval_every=100" bash scripts/bench_quality.sh /tmp/quality
+# The scores, the loops, the updates and the choice go, as one record, into benchmarks/results/bench_quality.jsonl
+# (scripts/records.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the command as run, with the settings the environment gave it
+command="$(for name in MINUTES CONFIG DATA ALPHAS SET; do
+  if [ -n "${!name:-}" ]; then printf '%s=%q ' "$name" "${!name}"; fi; done)bash scripts/bench_quality.sh${1:+ $1}"
 source scripts/setup.sh
 RUN=${1:-runs/quality-$(date +%Y%m%d-%H%M%S)}
 MINUTES=${MINUTES:-20}
@@ -20,16 +25,30 @@ DATA=${DATA:-../shared/data/zh-en/tatoeba}
 ALPHAS=${ALPHAS:-0.6 1.0}
 source scripts/sets.sh
 source scripts/choose.sh
+figures=()  # --figure NAME=VALUE options for the record
+scores() {  # NAME MT-EVALUATE-OPTION…: mt evaluate, its output shown and its BLEU and chrF kept as figures
+  local name=$1 said; shift
+  said=$(mt evaluate "$@")
+  echo "$said"
+  figures+=(--figure "$name BLEU=$(awk '/^BLEU/ {print $2}' <<< "$said")"
+            --figure "$name chrF=$(awk '/^chrF/ {print $2}' <<< "$said")")
+}
 # Stopped by the clock, the run has no last update to decay to: it takes the paper's decay.
 mt train -c "$CONFIG" --run-dir "$RUN" --set train.max_minutes="$MINUTES" --set train.max_steps=1000000 \
   --set train.decay=inverse_sqrt --set train.keep_last=3 "${sets[@]}"
-mt info "$RUN/checkpoints/best.pt" | sed -n 2,5p
+info=$(mt info "$RUN/checkpoints/best.pt" | sed -n 2,5p)
+echo "$info"
+read -r _ updates <<< "$(grep '^step:' <<< "$info")"
 choose "$RUN" "$DATA" $ALPHAS
 CKPT="$RUN/checkpoints/$chosen.pt"
+figures+=(--figure "updates=${updates//,/}" --figure "checkpoint chosen on dev=$chosen.pt"
+          --figure "length penalty chosen on dev=$chosen_alpha")
 echo "== Tatoeba test, beam 5, alpha $chosen_alpha"
-mt evaluate --checkpoint "$CKPT" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 5 --alpha "$chosen_alpha"
-count_loops() {  # FILE: how many lines repeat a word or a pair of words three times in a row
-  python - "$1" <<'EOF'
+scores "test, beam 5:" --checkpoint "$CKPT" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 5 \
+  --alpha "$chosen_alpha"
+count_loops() {  # NAME FILE: how many lines repeat a word or a pair of words three times in a row, kept as a figure
+  local said looping
+  said=$(python - "$2" <<'EOF'
 import re, sys
 lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
 def loops(line: str) -> bool:
@@ -38,14 +57,22 @@ def loops(line: str) -> bool:
 looping = [line for line in lines if loops(line)]
 print(f"greedy outputs that loop: {len(looping)} of {len(lines)}" + (f", e.g. {looping[0]!r}" if looping else ""))
 EOF
+)
+  echo "$said"
+  read -r _ _ _ _ looping _ <<< "$said"
+  figures+=(--figure "$1=$looping")
 }
 echo "== Tatoeba test, greedy"
-mt evaluate --checkpoint "$CKPT" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 1 --no-repeat-ngram 0 \
-  --output "$RUN/test.greedy.en"
-count_loops "$RUN/test.greedy.en"
+scores "test, greedy:" --checkpoint "$CKPT" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 1 \
+  --no-repeat-ngram 0 --output "$RUN/test.greedy.en"
+count_loops "test, greedy: outputs that loop" "$RUN/test.greedy.en"
 echo "== Tatoeba test, greedy, with the recipe's decode.no_repeat_ngram_size"
-mt evaluate --checkpoint "$CKPT" --src "$DATA/test.zh" --ref "$DATA/test.en" --beam 1 \
-  --output "$RUN/test.greedy-recipe.en"
-count_loops "$RUN/test.greedy-recipe.en"
+scores "test, greedy, the recipe's no_repeat_ngram_size:" --checkpoint "$CKPT" --src "$DATA/test.zh" \
+  --ref "$DATA/test.en" --beam 1 --output "$RUN/test.greedy-recipe.en"
+count_loops "test, greedy, the recipe's no_repeat_ngram_size: outputs that loop" "$RUN/test.greedy-recipe.en"
 echo "== 我爱你 (beam 5)"
-mt translate --checkpoint "$CKPT" --beam 5 --alpha "$chosen_alpha" "我爱你"
+translation=$(mt translate --checkpoint "$CKPT" --beam 5 --alpha "$chosen_alpha" "我爱你")
+echo "$translation"
+python scripts/records.py add --script bench_quality.sh --command "$command" \
+  --title "quality: $(basename "$CONFIG") trained $MINUTES minutes${SET:+, $SET}" "${figures[@]}" \
+  --figure "我爱你 (beam 5)=$translation"

@@ -24,6 +24,9 @@ trips, measured on test sets built reproducibly (--seed) from the Tatoeba zh→e
    with two lines) and a .docx (paragraphs of 1–2 sentences with bold, italic and bold italic runs): same cue or
    paragraph count, times / run formatting unchanged, every text translated.
 
+Its figures (not the examples it prints) go, as one record, into benchmarks/results/bench_real_text.jsonl
+(scripts/records.py): a row per measure, a share as its count, its whole and its percentage.
+
     python scripts/bench_real_text.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt
     python scripts/bench_real_text.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt --limit 300 --layers -1 all 1:
 """
@@ -43,6 +46,8 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+
+from records import record  # scripts/records.py: the results file
 
 ROOT = Path(__file__).resolve().parents[1]
 TATOEBA = ROOT.parent / "shared" / "data" / "zh-en" / "tatoeba"
@@ -79,8 +84,21 @@ def parse_layers(spec: str):
     return slice(i, i + 1 if i != -1 else None)
 
 
-def pct(n: int, d: int) -> str:
-    return f"{n}/{d} ({100 * n / d:.1f}%)" if d else f"{n}/0 (-)"
+class Figures:
+    """The run's figures for its record: a row each (item, measure, values), printed from that row."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+
+    def add(self, item: str, measure: str, **values) -> dict:
+        row = {"item": item, "measure": measure, **values}
+        self.rows.append(row)
+        return row
+
+    def share(self, item: str, measure: str, n: int, d: int, **more) -> str:
+        """n of d as a row, and as printed: "n/d (x%)"."""
+        row = self.add(item, measure, count=n, of=d, **{"%": round(100 * n / d, 1) if d else None}, **more)
+        return f"{n}/{d} ({row['%']:.1f}%)" if d else f"{n}/0 (-)"
 
 
 def short(text: str, width: int = 160) -> str:
@@ -93,7 +111,7 @@ def esc(text: str) -> str:
 
 # 1. paragraphs -----------------------------------------------------------------------------------------------
 
-def paragraphs(tr, decode, zh: list[str], en: list[str], rng: random.Random) -> None:
+def paragraphs(tr, decode, zh: list[str], en: list[str], rng: random.Random, figures: Figures) -> None:
     from mt.core.scoring import score
     from mt.text.sentences import split_text
     from mt.text.texts import translate_texts
@@ -116,31 +134,42 @@ def paragraphs(tr, decode, zh: list[str], en: list[str], rng: random.Random) -> 
     t = time.perf_counter()
     split_off = translate_texts(tr, sources, decode, split=False)
     t_c = time.perf_counter() - t
+    item = "1. paragraphs"
     bleu = {k: score(h, [references], "en") for k, h in (("a", split_on), ("b", joined), ("c", split_off))}
     print(f"\n## 1. Paragraphs: {len(groups)} paragraphs of 2–5 sentences ({len(zh)} sentences), BLEU "
           f"{bleu['a'].bleu_signature}")
-    print(f"(a) whole, split on      BLEU {bleu['a'].bleu:6.2f}  chrF {bleu['a'].chrf:6.2f}  ({t_a:.1f} s)")
-    print(f"(b) sentence by sentence BLEU {bleu['b'].bleu:6.2f}  chrF {bleu['b'].chrf:6.2f}  ({t_b:.1f} s)")
-    print(f"(c) whole, split off     BLEU {bleu['c'].bleu:6.2f}  chrF {bleu['c'].chrf:6.2f}  ({t_c:.1f} s)")
-    ratio = bleu["a"].bleu / bleu["b"].bleu if bleu["b"].bleu else float("nan")
-    print(f"(a)/(b) {ratio:.4f}  [goal ≥ 0.98: {'met' if ratio >= 0.98 else 'NOT met'}]")
+    for key, name, seconds in (("a", "whole, split on", t_a), ("b", "sentence by sentence", t_b),
+                               ("c", "whole, split off", t_c)):
+        row = figures.add(item, f"({key}) {name}", BLEU=round(bleu[key].bleu, 2), chrF=round(bleu[key].chrf, 2),
+                          seconds=round(seconds, 1))
+        print(f"{row['measure']:<24} BLEU {row['BLEU']:6.2f}  chrF {row['chrF']:6.2f}  ({row['seconds']:.1f} s)")
+    ratio = round(bleu["a"].bleu / bleu["b"].bleu, 4) if bleu["b"].bleu else None
+    figures.add(item, "(a)/(b) BLEU", ratio=ratio)
+    print(f"(a)/(b) {'nan' if ratio is None else f'{ratio:.4f}'}  "
+          f"[goal ≥ 0.98: {'met' if ratio is not None and ratio >= 0.98 else 'NOT met'}]")
     found = [len(split_text(s, "zh", "en").spans) for s in sources]  # the source's sentences, as split
-    print(f"source split into exactly its sentence count: {pct(sum(f == n for f, n in zip(found, sizes)), len(groups))}"
-          f" (a Tatoeba line may hold two sentences); into fewer: {sum(f < n for f, n in zip(found, sizes))}")
+    exactly = figures.share(item, "source split into exactly its sentence count",
+                            sum(f == n for f, n in zip(found, sizes)), len(groups),
+                            **{"into fewer": sum(f < n for f, n in zip(found, sizes))})
+    print(f"source split into exactly its sentence count: {exactly} (a Tatoeba line may hold two sentences); "
+          f"into fewer: {figures.rows[-1]['into fewer']}")
     counts = {}
     for key, outputs in (("a", split_on), ("b", joined), ("c", split_off)):
         counts[key] = [len(split_text(o, "en", "zh").spans) for o in outputs]
+        measure = f"output sentences = lines in the paragraph, ({key})"
         same = sum(c == n for c, n in zip(counts[key], sizes))
-        print(f"output sentences = lines in the paragraph, ({key}): {pct(same, len(groups))}")
+        print(f"{measure}: {figures.share(item, measure, same, len(groups))}")
     # The goal counts the input's sentences by their end marks (。！？…), as split: a line holding two counts two
     same = sum(c == f for c, f in zip(counts["a"], found))
-    print(f"output sentences = source sentences as split, (a): {pct(same, len(groups))}"
+    measure = "output sentences = source sentences as split, (a)"
+    print(f"{measure}: {figures.share(item, measure, same, len(groups))}"
           f"  [goal ≥ 99%: {'met' if same >= 0.99 * len(groups) else 'NOT met'}]")
     # A Tatoeba line may hold two sentences: its reference, a person's translation, has them both
     wanted = [len(split_text(r, "en", "zh").spans) for r in references]
     for key in ("a", "b"):
-        print(f"output sentences = reference sentences, ({key}): "
-              f"{pct(sum(c == w for c, w in zip(counts[key], wanted)), len(groups))}")
+        measure = f"output sentences = reference sentences, ({key})"
+        same = sum(c == w for c, w in zip(counts[key], wanted))
+        print(f"{measure}: {figures.share(item, measure, same, len(groups))}")
     wrong = [k for k, n in enumerate(sizes) if counts["a"][k] != n]
     source = [k for k in wrong if found[k] != sizes[k]]
     as_b = [k for k in wrong if k not in source and counts["a"][k] == counts["b"][k]]
@@ -211,7 +240,7 @@ def well_formed(out: str) -> bool:
         return False
 
 
-def html_and_speed(tr, decode, zh: list[str], rng: random.Random) -> str:
+def html_and_speed(tr, decode, zh: list[str], rng: random.Random, figures: Figures) -> str:
     """Prints item 2; returns item 4's lines."""
     from mt.text.markup import read_html
     from mt.text.texts import split_for, translate_marked, translate_texts
@@ -245,16 +274,19 @@ def html_and_speed(tr, decode, zh: list[str], rng: random.Random) -> str:
           + ", ".join(f"{t} {n}" for t, n in counts.most_common()) +
           f"; &amp; in {sum('&amp;' in TAG.sub('', s) for s in sources)} blocks, &nbsp; in "
           f"{sum('&nbsp;' in s for s in sources)}")
-    print(f"every tag kept (same count, as written): {pct(tags_kept, len(blocks))}")
-    print(f"well-formed (ElementTree):               {pct(formed, len(blocks))}")
+    item = "2. HTML"
     code = [j for j, h in enumerate(sources) if "<code>" in h]
     aside = [j for j in mismatches if not words_around_code(outputs[j], plain[j])]
-    print(f"text outside tags = plain translation:   {pct(len(blocks) - len(aside), len(blocks))} (<code> contents, "
-          "kept as written, aside, and the plain translation's copy of them where the model made one)")
-    print(f"all text, <code> contents included:      {pct(len(blocks) - len(mismatches), len(blocks))}; "
-          f"mismatches {len(mismatches)}, {len(set(mismatches) & set(code))} of them in the {len(code)} blocks with "
-          "<code>x</code> (its contents are kept whether or not the model copied them)")
-    print(f"with an empty inline element (<b></b>…): {pct(empty, len(blocks))}")
+    for measure, n, note in (
+            ("every tag kept (same count, as written)", tags_kept, ""), ("well-formed (ElementTree)", formed, ""),
+            ("text outside tags = plain translation", len(blocks) - len(aside),
+             " (<code> contents, kept as written, aside, and the plain translation's copy of them where the model "
+             "made one)"),
+            ("all text, <code> contents included", len(blocks) - len(mismatches),
+             f"; mismatches {len(mismatches)}, {len(set(mismatches) & set(code))} of them in the {len(code)} blocks "
+             "with <code>x</code> (its contents are kept whether or not the model copied them)"),
+            ("with an empty inline element (<b></b>…)", empty, "")):
+        print(f"{measure + ':':<41}{figures.share(item, measure, n, len(blocks))}{note}")
     for j in sorted(mismatches, key=lambda j: j in code)[:3]:
         print(f"  in:    {short(sources[j])}\n  out:   {short(outputs[j])}\n  plain: {short(plain[j])}")
     bad = [j for j, (s, o) in enumerate(zip(sources, outputs)) if Counter(TAG.findall(s)) != Counter(TAG.findall(o))
@@ -264,17 +296,23 @@ def html_and_speed(tr, decode, zh: list[str], rng: random.Random) -> str:
 
     sentences = split_for(tr, texts).sentences
     with_marks = sum(bool(s.spans) for s in sentences)
+    plain_row, marked = (figures.add("4. speed", name, **{"sentences/s": round(len(sentences) / seconds, 1),
+                                                           "seconds": round(seconds, 1)})
+                         for name, seconds in (("translate_texts (plain)", t_plain),
+                                               ("translate_marked (tags)", t_marked)))
+    marked.update({"× plain time": round(t_marked / t_plain, 2),
+                   "ms more per sentence with marks": round(1000 * (t_marked - t_plain) / max(with_marks, 1), 1)})
     return "\n".join([
         f"\n## 4. Speed ({len(sentences)} sentences of item 2, {with_marks} with marks)",
-        f"translate_texts (plain):  {len(sentences) / t_plain:7.1f} sent/s  ({t_plain:.1f} s)",
-        f"translate_marked (tags):  {len(sentences) / t_marked:7.1f} sent/s  ({t_marked:.1f} s; "
-        f"×{t_marked / t_plain:.2f} the plain time, {1000 * (t_marked - t_plain) / max(with_marks, 1):.1f} ms "
+        f"translate_texts (plain):  {plain_row['sentences/s']:7.1f} sent/s  ({plain_row['seconds']:.1f} s)",
+        f"translate_marked (tags):  {marked['sentences/s']:7.1f} sent/s  ({marked['seconds']:.1f} s; "
+        f"×{marked['× plain time']:.2f} the plain time, {marked['ms more per sentence with marks']:.1f} ms "
         "more per sentence with marks)"])
 
 
 # 3. tag placement ---------------------------------------------------------------------------------------------
 
-def placement(tr, decode, zh: list[str], more_numbers: list[str], layer_specs: list[str]) -> None:
+def placement(tr, decode, zh: list[str], more_numbers: list[str], layer_specs: list[str], figures: Figures) -> None:
     import mt.text.align as align
     from mt.text.markup import read_html
     from mt.text.texts import translate_marked
@@ -310,7 +348,9 @@ def placement(tr, decode, zh: list[str], more_numbers: list[str], layer_specs: l
                 else:
                     failures.append((source, out))
             results[spec, name] = (exact, present, failures)
-            line.append(f"{name} {pct(exact, present)}, {len(found) - present} without the word")
+            shown = figures.share("3. tag placement", f"LAYERS={spec}: <b> exactly on {name}", exact, present,
+                                  **{"without the word": len(found) - present})
+            line.append(f"{name} {shown}, {len(found) - present} without the word")
         print(f"LAYERS={spec:<8} ({align.LAYERS!r}): " + "; ".join(line))
     align.LAYERS = default
     first = layer_specs[0]
@@ -324,7 +364,7 @@ def placement(tr, decode, zh: list[str], more_numbers: list[str], layer_specs: l
 
 # 5. documents -------------------------------------------------------------------------------------------------
 
-def documents(tr, decode, zh: list[str], rng: random.Random) -> None:
+def documents(tr, decode, zh: list[str], rng: random.Random, figures: Figures) -> None:
     import docx
     import srt
 
@@ -346,15 +386,20 @@ def documents(tr, decode, zh: list[str], rng: random.Random) -> None:
         cues.append(srt.Subtitle(n + 1, timedelta(seconds=2 * n), timedelta(seconds=2 * n + 1.8), "\n".join(lines)))
         i += len(lines)
     out = list(srt.parse(through("bench.srt", srt.compose(cues).encode()).decode("utf-8")))
+    item = "5. documents"
+    figures.add(item, ".srt cues out", count=len(out), of=len(cues))
     same = len(out) == len(cues)
-    timing = sum((a.index, a.start, a.end) == (b.index, b.start, b.end) for a, b in zip(cues, out))
-    lines_kept = sum(a.content.count("\n") == b.content.count("\n") for a, b in zip(cues, out))
-    done = sum(translated(a.content, b.content) for a, b in zip(cues, out))
+    timing = figures.share(item, ".srt times unchanged", sum((a.index, a.start, a.end) == (b.index, b.start, b.end)
+                                                             for a, b in zip(cues, out)), len(cues))
+    lines_kept = figures.share(item, ".srt line count kept", sum(a.content.count("\n") == b.content.count("\n")
+                                                                 for a, b in zip(cues, out)), len(cues))
+    done = figures.share(item, ".srt cues translated", sum(translated(a.content, b.content)
+                                                           for a, b in zip(cues, out)), len(cues))
     print(f"\n## 5. Documents ({len(pool)} test sentences each)")
     two = sum("\n" in c.content for c in cues)
     print(f".srt  {len(cues)} cues ({two} with 2 lines): cue count "
-          f"{'same' if same else f'DIFFERENT ({len(out)})'}; times unchanged {pct(timing, len(cues))}; "
-          f"line count kept {pct(lines_kept, len(cues))}; translated {pct(done, len(cues))}")
+          f"{'same' if same else f'DIFFERENT ({len(out)})'}; times unchanged {timing}; "
+          f"line count kept {lines_kept}; translated {done}")
     for a, b in [(a, b) for a, b in zip(cues, out) if not translated(a.content, b.content)][:3]:
         print(f"  not translated: {a.content!r} → {b.content!r}")
 
@@ -379,16 +424,20 @@ def documents(tr, decode, zh: list[str], rng: random.Random) -> None:
     document.save(buffer)
     result = docx.Document(io.BytesIO(through("bench.docx", buffer.getvalue())))
     out_paragraphs = [p for p in result.paragraphs]
+    figures.add(item, ".docx paragraphs out", count=len(out_paragraphs), of=len(paragraphs))
     same = len(out_paragraphs) == len(paragraphs)
-    kept = sum(Counter((bool(r.bold), bool(r.italic)) for r in p.runs) == want
-               for p, want in zip(out_paragraphs, runs_in))
-    empty_styled = sum(1 for p in out_paragraphs for r in p.runs if (r.bold or r.italic) and not r.text.strip())
+    kept = figures.share(item, ".docx run formatting unchanged",
+                         sum(Counter((bool(r.bold), bool(r.italic)) for r in p.runs) == want
+                             for p, want in zip(out_paragraphs, runs_in)), len(paragraphs))
+    done = figures.share(item, ".docx paragraphs translated",
+                         sum(translated(a, p.text) for a, p in zip(paragraphs, out_paragraphs)), len(paragraphs))
     styled = sum(n for c in runs_in for k, n in c.items() if any(k))
-    done = sum(translated(a, p.text) for a, p in zip(paragraphs, out_paragraphs))
+    empty_styled = figures.share(item, ".docx styled runs left without words",
+                                 sum(1 for p in out_paragraphs for r in p.runs
+                                     if (r.bold or r.italic) and not r.text.strip()), styled)
     print(f".docx {len(paragraphs)} paragraphs, {styled} bold/italic runs: paragraph count "
           f"{'same' if same else f'DIFFERENT ({len(out_paragraphs)})'}; run formatting unchanged "
-          f"{pct(kept, len(paragraphs))}; translated {pct(done, len(paragraphs))}; styled runs left without words "
-          f"{pct(empty_styled, styled)}")
+          f"{kept}; translated {done}; styled runs left without words {empty_styled}")
     for a, p in [(a, p) for a, p in zip(paragraphs, out_paragraphs) if not translated(a, p.text)][:3]:
         print(f"  not translated: {a!r} → {p.text!r}")
 
@@ -430,16 +479,20 @@ def main() -> None:
     tr.translate_lines(zh[:20], decode)  # warm-up
     if args.layers[0] != "default":
         align.LAYERS = parse_layers(args.layers[0])
+    figures = Figures()
     if 1 not in args.skip:
-        paragraphs(tr, decode, zh, en, random.Random(args.seed))
-    speed = html_and_speed(tr, decode, zh, random.Random(args.seed + 1)) if 2 not in args.skip else ""
+        paragraphs(tr, decode, zh, en, random.Random(args.seed), figures)
+    speed = html_and_speed(tr, decode, zh, random.Random(args.seed + 1), figures) if 2 not in args.skip else ""
     if 3 not in args.skip:
         more = [line for path in args.numbers for line in path.read_text(encoding="utf-8").splitlines()]
-        placement(tr, decode, zh, [line for line in more if NUMBER.search(line)], args.layers)
+        placement(tr, decode, zh, [line for line in more if NUMBER.search(line)], args.layers, figures)
     print(speed)
     if 5 not in args.skip:
-        documents(tr, decode, zh, random.Random(args.seed + 2))
-    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+        documents(tr, decode, zh, random.Random(args.seed + 2), figures)
+    total = figures.add("the run", "total", seconds=round(time.perf_counter() - started))
+    print(f"\ntotal {total['seconds']} s")
+    record("bench_real_text.py", f"real text, {args.checkpoint}, Tatoeba test: {len(zh)} pairs, seed {args.seed}",
+           sorted(figures.rows, key=lambda row: row["item"]))  # in item order: item 4's rows come with item 2's
 
 
 if __name__ == "__main__":

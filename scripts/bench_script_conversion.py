@@ -6,6 +6,7 @@ BLEU, and tokenising speed: mt's OpenCC then SentencePiece, against the model fi
     python scripts/bench_script_conversion.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt --lines 300
 
 Each test sentence is taken as it is and converted to the other script (OpenCC), so that both scripts are there.
+The figures go, as one record, into benchmarks/results/bench_script_conversion.jsonl (scripts/records.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from mt.data.tokenizer import script_converter  # noqa: E402
 from mt.decode.translator import load_translator  # noqa: E402
 from mt.exchange.ctranslate2 import export_ctranslate2  # noqa: E402
 from mt.exchange.huggingface import export_huggingface  # noqa: E402
+from records import record  # noqa: E402  (scripts/records.py: the results file)
 
 TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "zh-en" / "tatoeba"
 
@@ -84,6 +86,7 @@ def main() -> None:
     print(f"inputs: {len(sources)} ({traditional} with Traditional characters); "
           f"model scripts {mine.scripts}; CPU threads {torch.get_num_threads()}")
 
+    rows = []
     with tempfile.TemporaryDirectory() as scratch:
         hf, ct2 = Path(scratch) / "hf", Path(scratch) / "ct2"
         export_huggingface(args.checkpoint, hf)
@@ -94,23 +97,33 @@ def main() -> None:
                                   ct2 / ("spm.model" if mine.joint else "spm.src.model"))):
             theirs = spm.SentencePieceProcessor(model_file=str(model_file)).encode(sources)
             same = sum(a[:-1] == b for a, b in zip(ids, theirs))  # mt's end with EOS
-            print(f"source pieces equal to mt's, {name}: {same}/{len(sources)}")
+            rows.append({"measure": f"source pieces equal to mt's, {name}", "count": same, "of": len(sources)})
+            print(f"{rows[-1]['measure']}: {same}/{len(sources)}")
 
         ours = translator.translate_lines(sources, dataclasses.replace(translator.decode, beam_size=1))
         length = translator.config.model.max_positions
         for name, model_file in (("converting", None), ("as trained", mine.src_proto)):  # the export's own first
             theirs = hf_greedy(hf, sources, length, model_file)
             same = sum(a == b for a, b in zip(ours, theirs))
-            print(f"transformers greedy equal to mt translate, model file {name}: {same}/{len(sources)} "
-                  f"({100 * same / len(sources):.1f}%), BLEU {sacrebleu.corpus_bleu(theirs, [references]).score:.1f}")
+            rows.append({"measure": f"transformers greedy equal to mt translate, model file {name}", "count": same,
+                         "of": len(sources), "%": round(100 * same / len(sources), 1),
+                         "BLEU": round(sacrebleu.corpus_bleu(theirs, [references]).score, 1)})
+            print(f"{rows[-1]['measure']}: {same}/{len(sources)} ({rows[-1]['%']:.1f}%), BLEU {rows[-1]['BLEU']:.1f}")
         shutil.rmtree(hf)
-    print(f"mt translate greedy BLEU {sacrebleu.corpus_bleu(ours, [references]).score:.1f}")
+    rows.append({"measure": "mt translate greedy", "BLEU": round(sacrebleu.corpus_bleu(ours, [references]).score, 1)})
+    print(f"mt translate greedy BLEU {rows[-1]['BLEU']:.1f}")
 
     train = (TATOEBA / "train.zh").read_text(encoding="utf-8").splitlines()[:args.speed_lines]
-    print(f"compiling the conversion into the model file: {compiling:.2f} s")
-    before, after = tokenising_speed(mine, train), tokenising_speed(converting, train)
-    print(f"tokenising {len(train)} lines: OpenCC + SentencePiece {before:,.0f} lines/s, converting model file "
-          f"{after:,.0f} lines/s ({after / before:.2f}x)")
+    rows.append({"measure": "compiling the conversion into the model file", "seconds": round(compiling, 2)})
+    print(f"{rows[-1]['measure']}: {rows[-1]['seconds']:.2f} s")
+    before, after = (round(tokenising_speed(tokenizer, train)) for tokenizer in (mine, converting))
+    rows += [{"measure": f"tokenising {len(train)} lines, OpenCC + SentencePiece", "lines/s": before},
+             {"measure": f"tokenising {len(train)} lines, converting model file", "lines/s": after,
+              "×": round(after / before, 2)}]
+    print(f"tokenising {len(train)} lines: OpenCC + SentencePiece {before:,} lines/s, converting model file "
+          f"{after:,} lines/s ({rows[-1]['×']:.2f}x)")
+    record("bench_script_conversion.py", f"Chinese script conversion in the exports, {len(sources)} Tatoeba test "
+           "inputs in both scripts", rows)
 
 
 if __name__ == "__main__":

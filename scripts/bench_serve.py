@@ -8,6 +8,7 @@ Each client is an httpx AsyncClient task sending one Tatoeba test sentence per r
 /translate, with the model's own decode settings (the quick-start's: beam 4). The load levels run with the
 translation cache off (--cache-size 0): they send more requests than the test set has sentences, and repeats would
 be answered from the cache. Client and server share this machine's cores, as they would on one host.
+Every figure printed goes, as one record, into benchmarks/results/bench_serve.jsonl (scripts/records.py).
 
     python scripts/bench_serve.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt
     python scripts/bench_serve.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt --engine ctranslate2
@@ -31,8 +32,19 @@ from pathlib import Path
 
 import httpx
 
+from records import record  # scripts/records.py: the results file
+
 ROOT = Path(__file__).resolve().parents[1]
+LOAD = ["batching", "clients", "requests", "req/s", "p50 ms", "p99 ms", "errors", "wrong"]
 TEST = ROOT.parent / "shared" / "data" / "zh-en" / "tatoeba" / "test.zh"
+
+
+def table(rows: list[dict], columns: list[str]) -> list[str]:
+    """The rows' columns as a markdown table: its head, then a line a row, numbers with thousands separated."""
+    def cell(value) -> str:
+        return format(value, ",") if isinstance(value, (int, float)) else str(value)
+    return [f"| {' | '.join(columns)} |", f"|{'---|' * len(columns)}",
+            *(f"| {' | '.join(cell(row[column]) for column in columns)} |" for row in rows)]
 
 
 def offline(checkpoint: Path, engine: str, compute_type: str, sentences: list[str]) -> tuple[list[str], float]:
@@ -138,41 +150,68 @@ def main() -> None:
         model = Path(tempfile.mkdtemp()) / "ct2"
         export_ctranslate2(args.checkpoint, model)
     outputs, offline_rate = offline(model, args.engine, args.compute_type, sentences)
+    offline_rate = round(offline_rate, 1)
     expected = dict(zip(sentences, outputs))
     print(f"engine {args.engine} ({args.compute_type}); offline (`mt translate --input`'s path, "
-          f"{len(sentences)} Tatoeba test sentences, the model's decode settings): {offline_rate:.1f} sent/s; "
+          f"{len(sentences)} Tatoeba test sentences, the model's decode settings): {offline_rate} sent/s; "
           f"{os.cpu_count()} cores")
-    print("\n| batching | clients | requests | req/s | p50 ms | p99 ms | errors | wrong |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    rates = {}
+    rows = [{"run": "offline", "sentences/s": offline_rate}, *levels(model, args, sentences, expected, offline_rate)]
+    rows += [correctness(model, args, sentences, expected),
+             *real_text(model, args.engine, args.compute_type, sentences, args.real_text)]
+    record("bench_serve.py", f"mt serve, {args.engine} ({args.compute_type}), {len(sentences)} Tatoeba test "
+           "sentences", rows)
+
+
+def correctness(model: Path, args, sentences: list[str], expected: dict[str, str]) -> dict:
+    """`--correctness` requests at 32 clients, batching and cache on, each checked against its offline
+    translation; and the server's memory over the run."""
+    server = Server(model, args.engine, compute_type=args.compute_type)
+    r = asyncio.run(load(server.url, sentences, expected, 32, args.correctness))
+    server.stop()
+    rss = [mb for _, mb in server.rss]
+    third = max(len(rss) // 3, 1)
+    row = {"run": "correctness", "batching": "on", "clients": 32, "requests": r["requests"],
+           "req/s": round(r["rps"], 1), "errors": r["errors"], "wrong": r["wrong"],
+           "lost": args.correctness - r["requests"], "peak RSS MB": round(max(rss)),
+           "RSS MB, first third": round(statistics.mean(rss[:third])),
+           "RSS MB, last third": round(statistics.mean(rss[-third:]))}
+    print(f"\ncorrectness: {row['requests']:,} requests at 32 clients, {row['lost']} lost, {row['errors']} errors, "
+          f"{row['wrong']} differ from the offline translation ({row['req/s']} req/s)")
+    print(f"server memory: peak {row['peak RSS MB']:,} MB; mean {row['RSS MB, first third']:,} MB in the first "
+          f"third of the run, {row['RSS MB, last third']:,} MB in the last")
+    return row
+
+
+def levels(model: Path, args, sentences: list[str], expected: dict[str, str], offline_rate: float) -> list[dict]:
+    """The load levels with batching on and off, cache off: a row each, printed as it is measured; each "on" row
+    also gives its speed as a ratio of "off" and of offline."""
+    print("\n" + "\n".join(table([], LOAD)))
+    rows = {}
     for batching, options in (("on", []), ("off", ["--batch-tokens", "1"])):
         server = Server(model, args.engine, "--cache-size", "0", *options, compute_type=args.compute_type)
         for clients in args.clients:
             probe = asyncio.run(load(server.url, sentences, expected, clients, clients * 4))  # also a warm-up
             requests = max(clients * 4, int(probe["rps"] * args.seconds))
             r = asyncio.run(load(server.url, sentences, expected, clients, requests))
-            rates[batching, clients] = r["rps"]
-            print(f"| {batching} | {clients} | {r['requests']:,} | {r['rps']:.1f} | {1000 * r['p50']:.0f} | "
-                  f"{1000 * r['p99']:.0f} | {r['errors']} | {r['wrong']} |", flush=True)
+            rows[batching, clients] = {"run": "load", "batching": batching, "clients": clients,
+                                       "requests": r["requests"], "req/s": round(r["rps"], 1),
+                                       "p50 ms": round(1000 * r["p50"]), "p99 ms": round(1000 * r["p99"]),
+                                       "errors": r["errors"], "wrong": r["wrong"]}
+            print(table([rows[batching, clients]], LOAD)[-1], flush=True)
         server.stop()
     for clients in args.clients:
-        print(f"{clients} clients: batching {rates['on', clients] / rates['off', clients]:.2f}× one at a time, "
-              f"{rates['on', clients] / offline_rate:.2f}× offline")
-    server = Server(model, args.engine, compute_type=args.compute_type)
-    r = asyncio.run(load(server.url, sentences, expected, 32, args.correctness))
-    server.stop()
-    rss = [mb for _, mb in server.rss]
-    third = max(len(rss) // 3, 1)
-    print(f"\ncorrectness: {r['requests']:,} requests at 32 clients, {args.correctness - r['requests']} lost, "
-          f"{r['errors']} errors, {r['wrong']} differ from the offline translation ({r['rps']:.1f} req/s)")
-    print(f"server memory: peak {max(rss):,.0f} MB; mean {statistics.mean(rss[:third]):,.0f} MB in the first third "
-          f"of the run, {statistics.mean(rss[-third:]):,.0f} MB in the last")
-    real_text(model, args.engine, args.compute_type, sentences, args.real_text)
+        on = rows["on", clients]
+        on.update({"× batching off": round(on["req/s"] / rows["off", clients]["req/s"], 2),
+                   "× offline": round(on["req/s"] / offline_rate, 2)})
+        print(f"{clients} clients: batching {on['× batching off']:.2f}× one at a time, "
+              f"{on['× offline']:.2f}× offline")
+    return list(rows.values())
 
 
-def real_text(model: Path, engine: str, compute_type: str, sentences: list[str], count: int) -> None:
+def real_text(model: Path, engine: str, compute_type: str, sentences: list[str], count: int) -> list[dict]:
     """At 1 client: `count` paragraphs of 5 consecutive sentences against `count` single sentences, cache off;
-    then `count` sentences with the cache on, sent once to fill it, then three times more, answered from it."""
+    then `count` sentences with the cache on, sent once to fill it, then three times more, answered from it. A row
+    per kind of request."""
     count = min(count, len(sentences) // 5)
     singles = sentences[:count]
     paragraphs = ["".join(sentences[5 * i:5 * i + 5]) for i in range(count)]  # Chinese: no space between sentences
@@ -185,14 +224,18 @@ def real_text(model: Path, engine: str, compute_type: str, sentences: list[str],
     hit = one_by_one(server.url, singles * 3)
     cache = httpx.get(server.url + "/api/info").json()["cache"]
     server.stop()
+    rows = [{"run": "real text, 1 client", "request": name, "mean ms": round(1000 * statistics.mean(latencies), 1),
+             "p50 ms": round(1000 * statistics.median(latencies), 1),
+             "p99 ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1)}
+            for name, latencies in (("1 sentence", single), ("paragraph of 5 sentences", paragraph),
+                                    ("1 sentence from the cache", hit))]
+    rows[1]["× 1 sentence"] = round(statistics.mean(paragraph) / statistics.mean(single), 2)  # mean latency
+    rows[2].update({"cache hits": cache["hits"], "cache misses": cache["misses"]})
     print(f"\nreal text at 1 client ({count} requests each, 3 × {count} from the cache; cache off unless said; ms):")
-    print("| request | mean | p50 | p99 |\n|---|---:|---:|---:|")
-    for name, latencies in (("1 sentence", single), ("paragraph of 5 sentences", paragraph),
-                            ("1 sentence from the cache", hit)):
-        print(f"| {name} | {1000 * statistics.mean(latencies):.1f} | {1000 * statistics.median(latencies):.1f} | "
-              f"{1000 * latencies[int(0.99 * (len(latencies) - 1))]:.1f} |")
-    print(f"paragraph ÷ sentence: {statistics.mean(paragraph) / statistics.mean(single):.2f}× (mean latency); "
-          f"cache: {cache['hits']} hits, {cache['misses']} misses")
+    print("\n".join(table(rows, ["request", "mean ms", "p50 ms", "p99 ms"])))
+    print(f"paragraph ÷ sentence: {rows[1]['× 1 sentence']:.2f}× (mean latency); "
+          f"cache: {rows[2]['cache hits']} hits, {rows[2]['cache misses']} misses")
+    return rows
 
 
 def one_by_one(url: str, texts: list[str]) -> list[float]:

@@ -37,14 +37,16 @@ sys.path.insert(0, str(ROOT))
 PEERS = ROOT.parent / "shared" / "bench" / "peers"
 
 from mt.data.batching import make_batch  # noqa: E402
-from mt.config import Config, ModelConfig, Precision, TrainConfig, load_config  # noqa: E402
+from mt.config import Config, Precision, TrainConfig, load_config  # noqa: E402
 from mt.core.device import resolve_device  # noqa: E402
 from mt.core.memory import use_huge_pages  # noqa: E402
+from mt.model.config import ModelConfig  # noqa: E402
 from mt.model.transformer import Transformer  # noqa: E402
 from mt.data.tokenizer import BOS, PAD  # noqa: E402
 from mt.train.prepare import prepare_data  # noqa: E402
 from mt.train.trainer import Trainer  # noqa: E402
 from mt.train.updates import loader, step_batches  # noqa: E402
+from records import record  # noqa: E402  (scripts/records.py: the results file)
 
 
 def matmul_weights(model: Transformer) -> tuple[int, int]:
@@ -164,6 +166,12 @@ def main() -> None:
           f"peak memory {result['peak_memory_mb']:,.0f} MB ({args.steps} timed updates after {args.warmup}); "
           f"{result['kernel_share']:.1%} of the process's CPU time in the kernel (page faults: "
           f"{result['page_faults_per_step']:,.0f} an update)")
+    workload = "the peers' workload" if c else Path(args.config).name
+    record("bench_train.py", f"training speed, {workload}",
+           {"workload": workload, "device": str(trainer.device), "precision": dtype,
+            "timed updates": args.steps, "target tokens/s": round(result["tgt_tok_per_s"], 1),
+            "source tokens/s": round(result["src_tok_per_s"], 1), "MFU %": round(100 * result["mfu"], 1),
+            "peak memory MB": round(result["peak_memory_mb"])})
     if c is not None:
         c.record(peer="mt" if dtype == "float32" else f"mt {dtype}", kind="train",
                  method="in-process perf_counter around Trainer.train_step (fwd+bwd+Adam, pre-built batches)",

@@ -6,7 +6,8 @@ Two engines draw the examples from each door's Hypothesis strategy. `hypothesis`
 `atheris` runs libFuzzer over mt's own code, instrumented for coverage, through Hypothesis's fuzz_one_input: the
 bytes behind an example that reached a new branch of mt are kept and mutated further, so inputs dig deeper into
 the code that reads them. Each door then runs in a process of its own (libFuzzer ends the process it runs in),
-and the table's next lines give libFuzzer's coverage of mt: edges, features and the inputs it kept.
+and the table's next lines give libFuzzer's coverage of mt: edges, features and the inputs it kept. Each door's
+figures go, as a row of one record, into benchmarks/results/fuzz.jsonl (scripts/records.py).
 
     python scripts/fuzz.py all --examples 10000
     python scripts/fuzz.py checkpoint http --minutes 5
@@ -32,6 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from records import record  # noqa: E402  (scripts/records.py: the results file)
 
 CASES = ROOT / "tests" / "fuzz_cases"
 BATCH = 200  # examples per Hypothesis run; runs repeat, each with fresh random draws, until the budget is spent
@@ -192,16 +195,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as root:
         world = build_world(Path(root)) if args.engine == "hypothesis" else None
         print("| door | examples | failures | s per 1,000 |\n|---|---:|---:|---:|")
-        coverage = []
+        rows = []
         with world.closing if world else contextlib.nullcontext():
             for name in names:
                 if world:
                     result = fuzz_hypothesis(name, args.examples, args.minutes * 60, world)
                 else:
                     result = fuzz_atheris(name, args.examples, args.minutes * 60)
-                    if result["coverage"]:
-                        coverage.append(f"{name}: libFuzzer's coverage of mt: %s edges, %s features, %s inputs kept"
-                                        % result["coverage"])
                 for saved, message in result["failures"].values():
                     if saved is None:  # a process that died between examples: nothing to replay
                         print(f"{name}: no example\n{message}\n", file=sys.stderr)
@@ -209,10 +209,20 @@ def main() -> None:
                     path = save(args.cases, name, saved)
                     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
                     print(f"{name}: {shown}\n{message}\n", file=sys.stderr)
-                per_1000 = 1000 * result["seconds"] / max(result["examples"], 1)
-                print(f"| {name} | {result['examples']:,} | {len(result['failures'])} | {per_1000:.0f} |", flush=True)
+                rows.append({"door": name, "examples": result["examples"], "failures": len(result["failures"]),
+                             "seconds": round(result["seconds"], 3)})
+                if result.get("coverage"):
+                    rows[-1].update(zip(("libFuzzer edges", "libFuzzer features", "inputs kept"),
+                                        map(int, result["coverage"])))
+                per_1000 = 1000 * rows[-1]["seconds"] / max(rows[-1]["examples"], 1)
+                print(f"| {name} | {rows[-1]['examples']:,} | {rows[-1]['failures']} | {per_1000:.0f} |", flush=True)
+        coverage = [f"{row['door']}: libFuzzer's coverage of mt: {row['libFuzzer edges']} edges, "
+                    f"{row['libFuzzer features']} features, {row['inputs kept']} inputs kept"
+                    for row in rows if "libFuzzer edges" in row]
         if coverage:
             print("\n" + "\n".join(coverage))
+    budget = f"{args.examples:,} examples" + (f" or {args.minutes:g} minutes" if args.minutes != float("inf") else "")
+    record("fuzz.py", f"fuzzing mt's doors, {args.engine}, {budget} a door", rows)
 
 
 if __name__ == "__main__":

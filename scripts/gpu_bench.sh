@@ -9,7 +9,12 @@
 #             updates: with the paper's 4,000 and 7e-4, earlier 3-minute runs had not begun to learn.
 # Results and logs go to $OUT (default gpu-results/). PYTHON, CONFIG, STEPS, WARMUP and MINUTES change the rest;
 # a speed stage that runs past STAGE_SECONDS (default 420: compiling four shapes may be slow) is stopped and said so.
+# Records (scripts/records.py) go to $OUT/results/ unless MT_RESULTS names another folder: each speed stage's
+# bench_train.py record, and one gpu_bench.sh record of every stage's figures.
 set -euo pipefail
+# the command as run, with the settings the environment gave it
+command="$(for name in PYTHON GPU OUT MINUTES CONFIG STEPS STAGES WARMUP STAGE_SECONDS; do
+  if [ -n "${!name:-}" ]; then printf '%s=%q ' "$name" "${!name}"; fi; done)bash scripts/gpu_bench.sh"
 PY=${PYTHON:-python3}; GPU=${GPU:-.gpu}; OUT=${OUT:-gpu-results}; MINUTES=${MINUTES:-5}
 CONFIG=${CONFIG:-configs/base.yaml}; STEPS=${STEPS:-60}; STAGES=${STAGES:-eager big compiled}
 WARMUP=${WARMUP:-150}; STAGE_SECONDS=${STAGE_SECONDS:-420}
@@ -20,6 +25,8 @@ for stage in $STAGES; do  # a misspelt stage stops the run before any machine ti
   esac
 done
 mkdir -p "$OUT"
+export MT_RESULTS=${MT_RESULTS:-$OUT/results}
+figures=()  # --figure NAME=VALUE options for the record
 if [ -d "$GPU/whl" ]; then  # packages the GPU machine's image lacks
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$GPU"/whl/*.whl
   export PYTHONPATH=/tmp/site
@@ -36,8 +43,16 @@ speed() {  # speed NAME [--set KEY=VALUE ...]: bench_train.py on the config, int
   echo "== speed: $name"
   timeout "$STAGE_SECONDS" "$PY" scripts/bench_train.py --config "$CONFIG" "${DATA[@]}" "$@" --steps "$STEPS" \
     --warmup "$WARMUP" 2>&1 | tee "$OUT/speed-$name.txt" || rc=$?
-  [ "$rc" = 0 ] || echo "== $name: exit status $rc (124: stopped after $STAGE_SECONDS s)" \
-    | tee -a "$OUT/speed-$name.txt"
+  if [ "$rc" = 0 ]; then  # the figures of the record bench_train.py appended
+    read -r tokens mfu memory < <("$PY" -c 'import json, sys
+row = json.loads(open(sys.argv[1]).read().splitlines()[-1])["figures"][0]
+print(row["target tokens/s"], row["MFU %"], row["peak memory MB"])' "$MT_RESULTS/bench_train.jsonl")
+    figures+=(--figure "$name: target tokens/s=$tokens" --figure "$name: MFU %=$mfu"
+              --figure "$name: peak memory MB=$memory")
+  else
+    echo "== $name: exit status $rc (124: stopped after $STAGE_SECONDS s)" | tee -a "$OUT/speed-$name.txt"
+    figures+=(--figure "$name: exit status=$rc")
+  fi
 }
 
 for stage in $STAGES; do
@@ -54,6 +69,15 @@ for stage in $STAGES; do
       cp /tmp/gpu-run/log.jsonl "$OUT/log.jsonl"
       "$PY" -m mt evaluate --checkpoint /tmp/gpu-run/checkpoints/best.pt --output "$OUT/tatoeba-test.en" 2>&1 \
         | tee "$OUT/evaluate.txt"
-      "$PY" -m mt translate --checkpoint /tmp/gpu-run/checkpoints/best.pt "我爱你" | tee -a "$OUT/evaluate.txt" ;;
+      translation=$("$PY" -m mt translate --checkpoint /tmp/gpu-run/checkpoints/best.pt "我爱你")
+      echo "$translation" | tee -a "$OUT/evaluate.txt"
+      updates=$("$PY" -c 'import json, sys
+print(max(json.loads(line).get("step", 0) for line in open(sys.argv[1])))' "$OUT/log.jsonl")
+      figures+=(--figure "train: updates in $MINUTES minutes=$updates"
+                --figure "train: test BLEU (beam 4)=$(awk '/^BLEU/ {print $2}' "$OUT/evaluate.txt")"
+                --figure "train: test chrF (beam 4)=$(awk '/^chrF/ {print $2}' "$OUT/evaluate.txt")"
+                --figure "train: 我爱你=$translation") ;;
   esac
 done
+"$PY" scripts/records.py add --script gpu_bench.sh --command "$command" "${figures[@]}" \
+  --title "the GPU checks: $STAGES, $(basename "$CONFIG")"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job, end to end on a CPU: set up, train the Tatoeba config, translate "我爱你", evaluate on the test set.
 # Data comes from ../shared/data when it is there, else from the Hugging Face hub (OPUS-100 en-zh).
-# Running it again continues (or reuses) the finished run instead of starting over.
+# Running it again continues (or reuses) the finished run instead of starting over. A run that trained records its
+# time and scores in benchmarks/results/quickstart.jsonl (scripts/records.py).
 # CONFIG (default configs/tatoeba-cpu.yaml), RUN_DIR (default runs/tatoeba-cpu) and SET (more --set KEY=VALUE
 # overrides for mt train, space-separated) change the recipe, e.g. a short check of the script:
 #   RUN_DIR=/tmp/qs SET="train.max_steps=20 train.eval_every=10" bash scripts/quickstart.sh
@@ -21,14 +22,21 @@ source scripts/sets.sh
 resume=()
 [ -f "$run_dir/checkpoints/last.pt" ] && resume=(--resume)
 
-if [ "$CONFIG" = configs/tatoeba-cpu.yaml ] && [ -z "${SET:-}" ]; then
-  echo "training 1,200 updates: about 8 minutes on a 2-core CPU with native bf16, 15 to 25 in fp32" \
-    "(mt says its own estimate after 50 updates)"
-fi
+started=$SECONDS
 mt train "${configs[@]}" --run-dir "$run_dir" "${sets[@]}" "${resume[@]}"
+trained=$((SECONDS - started))
 echo
 echo '$ mt translate "我爱你"'
-mt translate --checkpoint "$run_dir/checkpoints/best.pt" "我爱你"
+translation=$(mt translate --checkpoint "$run_dir/checkpoints/best.pt" "我爱你")
+echo "$translation"
 echo
 echo "$ mt evaluate   (the config's test set; beam 4, length penalty 0.6)"
-mt evaluate --checkpoint "$run_dir/checkpoints/best.pt" --output "$run_dir/test.hyp.en"
+mt evaluate --checkpoint "$run_dir/checkpoints/best.pt" --output "$run_dir/test.hyp.en" | tee "$run_dir/test.scores"
+if [ ${#resume[@]} -eq 0 ]; then  # a run that continued an earlier one has no whole time of its own
+  read -r _ bleu _ < <(grep '^BLEU' "$run_dir/test.scores")
+  read -r _ chrf _ < <(grep '^chrF' "$run_dir/test.scores")
+  python scripts/records.py add --script quickstart.sh --title "the quick-start: $(basename "$CONFIG") ${SET:-}" \
+    --command "${SET:+SET=\"$SET\" }bash scripts/quickstart.sh" --figure "training seconds=$trained" \
+    --figure "test BLEU (beam 4)=$bleu" --figure "test chrF (beam 4)=$chrf" \
+    --figure "我爱你=$translation"
+fi

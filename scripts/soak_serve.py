@@ -9,6 +9,7 @@ seconds; throughput and p50/p99 latency are given per tenth of the requests (the
 It prints the RSS at start, after warm-up and at the end, the largest, the growth after warm-up, and the sentence
 cache's hit rate; writes a CSV of (seconds, requests done, RSS MB) and a PNG of RSS and requests done over time.
 Options it does not know go to `mt serve` (e.g. --batch-tokens 2000); environment variables reach the server.
+The figures it prints go, as one record, into benchmarks/results/soak_serve.jsonl (scripts/records.py).
 
     python scripts/soak_serve.py --plot /tmp/soak-rss.png
     python scripts/soak_serve.py --requests 5000 --no-cache --beam 4 --plot /tmp/soak-rss.png
@@ -33,6 +34,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package
 from bench_serve import ROOT, Server  # noqa: E402
+from records import record  # noqa: E402  (scripts/records.py: the results file)
 
 DATA = ROOT.parent / "shared" / "data" / "zh-en" / "tatoeba"
 WARM_UP = 0.1  # the share of requests counted as warm-up
@@ -157,33 +159,45 @@ def plot(path: Path, rows: list[tuple[float, int, float]], warm_seconds: float |
     plt.close(fig)
 
 
-def report(result: dict, sampler: Sampler, start_rss: float, end_rss: float, seconds: float, args) -> None:
-    done, warm = result["done"], result["warm"]
-    per = windows(done, done[0][0] - done[0][1], 10)
-    max_rss = max(mb for _, _, mb in sampler.rows)
-    after_warm = [mb for s, _, mb in sampler.rows if s >= warm.get("seconds", 0)]
-    print(f"{len(done):,} requests ({result['errors']} errors) from {args.clients} clients in {seconds:.0f} s "
-          f"({len(done) / seconds:.1f} req/s), beam {result['beam']}")
-    print(f"RSS MB: start {start_rss:,.0f}, after warm-up ({WARM_UP:.0%} of requests) {warm['rss']:,.0f}, "
-          f"end {end_rss:,.0f}, max {max_rss:,.0f}")
-    print(f"growth after warm-up: end {100 * (end_rss / warm['rss'] - 1):+.1f}%, "
-          f"max {100 * (max(after_warm) / warm['rss'] - 1):+.1f}%")
+def report(result: dict, sampler: Sampler, start_rss: float, end_rss: float, seconds: float, args) -> list[dict]:
+    """Prints the run's figures; returns them as rows: the whole run's, then one per tenth of the requests."""
+    done, warm, cache = result["done"], result["warm"], result["cache"]
+    per = [{"tenth of the requests": k + 1, "req/s": round(w["rps"], 1), "p50 ms": round(1000 * w["p50"]),
+            "p99 ms": round(1000 * w["p99"])} for k, w in enumerate(windows(done, done[0][0] - done[0][1], 10))]
+    after_warm = max(mb for s, _, mb in sampler.rows if s >= warm.get("seconds", 0))
     # A single sample can land between batches, below the level: peak against peak tells growth from a plateau
     warm_peak = max(mb for s, _, mb in sampler.rows if s <= warm["seconds"])
-    print(f"peak after warm-up {max(after_warm):,.0f} MB against the warm-up's peak {warm_peak:,.0f} MB: "
-          f"{100 * (max(after_warm) / warm_peak - 1):+.1f}%")
-    settled = len(done) - warm["count"]  # after warm-up: the steadiest rate a short run gives
-    print(f"after warm-up: {settled / (done[-1][0] - done[warm['count'] - 1][0]):.1f} req/s")
-    print(f"first window: {per[0]['rps']:.1f} req/s, p50 {1000 * per[0]['p50']:.0f} ms, "
-          f"p99 {1000 * per[0]['p99']:.0f} ms; last window: {per[-1]['rps']:.1f} req/s, "
-          f"p50 {1000 * per[-1]['p50']:.0f} ms, p99 {1000 * per[-1]['p99']:.0f} ms")
-    print("windows (req/s, p99 ms): " + ", ".join(f"{w['rps']:.1f}/{1000 * w['p99']:.0f}" for w in per))
-    cache = result["cache"]
-    if cache.get("hits", 0) + cache.get("misses", 0):
-        print(f"sentence cache: {cache['hits'] / (cache['hits'] + cache['misses']):.1%} hits "
-              f"({cache['hits']:,} of {cache['hits'] + cache['misses']:,} sentences), {cache['entries']:,} entries")
+    looked_up = cache.get("hits", 0) + cache.get("misses", 0)
+    run = {"requests": len(done), "errors": result["errors"], "clients": args.clients, "beam": result["beam"],
+           "seconds": round(seconds, 1), "req/s": round(len(done) / seconds, 1),
+           "RSS MB at start": round(start_rss), "RSS MB after warm-up": round(warm["rss"]),
+           "RSS MB at end": round(end_rss), "RSS MB max": round(max(mb for _, _, mb in sampler.rows)),
+           "growth after warm-up, end %": round(100 * (end_rss / warm["rss"] - 1), 1),
+           "growth after warm-up, max %": round(100 * (after_warm / warm["rss"] - 1), 1),
+           "peak after warm-up MB": round(after_warm), "warm-up peak MB": round(warm_peak),
+           "peak against warm-up peak %": round(100 * (after_warm / warm_peak - 1), 1),
+           # after warm-up: the steadiest rate a short run gives
+           "req/s after warm-up": round((len(done) - warm["count"]) / (done[-1][0] - done[warm["count"] - 1][0]), 1),
+           "cache hits %": round(100 * cache["hits"] / looked_up, 1) if looked_up else None,
+           "cache entries": cache.get("entries") if looked_up else None}
+    print(f"{run['requests']:,} requests ({run['errors']} errors) from {run['clients']} clients in "
+          f"{run['seconds']:.0f} s ({run['req/s']} req/s), beam {run['beam']}")
+    print(f"RSS MB: start {run['RSS MB at start']:,}, after warm-up ({WARM_UP:.0%} of requests) "
+          f"{run['RSS MB after warm-up']:,}, end {run['RSS MB at end']:,}, max {run['RSS MB max']:,}")
+    print(f"growth after warm-up: end {run['growth after warm-up, end %']:+.1f}%, "
+          f"max {run['growth after warm-up, max %']:+.1f}%")
+    print(f"peak after warm-up {run['peak after warm-up MB']:,} MB against the warm-up's peak "
+          f"{run['warm-up peak MB']:,} MB: {run['peak against warm-up peak %']:+.1f}%")
+    print(f"after warm-up: {run['req/s after warm-up']} req/s")
+    print(f"first window: {per[0]['req/s']} req/s, p50 {per[0]['p50 ms']} ms, p99 {per[0]['p99 ms']} ms; "
+          f"last window: {per[-1]['req/s']} req/s, p50 {per[-1]['p50 ms']} ms, p99 {per[-1]['p99 ms']} ms")
+    print("windows (req/s, p99 ms): " + ", ".join(f"{w['req/s']}/{w['p99 ms']}" for w in per))
+    if looked_up:
+        print(f"sentence cache: {run['cache hits %']:.1f}% hits ({cache['hits']:,} of {looked_up:,} sentences), "
+              f"{run['cache entries']:,} entries")
     else:
         print("sentence cache: off")
+    return [run, *per]
 
 
 def main() -> None:
@@ -220,13 +234,14 @@ def main() -> None:
         end_rss = sampler.stop()
     finally:
         server.stop()
-    report(result, sampler, start_rss, end_rss, seconds, args)
+    rows = report(result, sampler, start_rss, end_rss, seconds, args)
     csv_path = args.csv or args.plot.with_suffix(".csv")
     write_csv(csv_path, sampler.rows)
     options = " ".join(server_options) or "defaults"
     plot(args.plot, sampler.rows, result["warm"].get("seconds"),
          f"mt serve: {len(result['done']):,} requests, {args.clients} clients, {options}")
     print(f"wrote {csv_path} and {args.plot}")
+    record("soak_serve.py", f"mt serve under sustained load, {args.engine}, {options}", rows)
 
 
 if __name__ == "__main__":

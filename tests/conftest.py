@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -11,7 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from mt.config import Config, ModelConfig, TokenizerConfig, load_config
+from mt.config import Config, load_config
+from mt.data.config import TokenizerConfig
+from mt.model.config import ModelConfig
 from mt.model.transformer import Transformer
 from mt.data.tokenizer import PAD, Tokenizer, train_tokenizer
 from mt.train.loop import train
@@ -19,6 +23,12 @@ from mt.train.loop import train
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "zh-en"
 TATOEBA = SHARED / "tatoeba"
+
+
+def pytest_configure(config):
+    """A benchmark script run by a test records its figures in a temporary folder, never in the project's results
+    file (a hook, not an import-time line: scripts/fuzz.py imports this module outside pytest)."""
+    os.environ["MT_RESULTS"] = tempfile.mkdtemp(prefix="mt-results-")
 
 
 def require_shared() -> None:

@@ -55,7 +55,7 @@ class World:
     def server(self) -> str:
         """`mt serve`'s app on a loopback port, in a thread of this process, with small limits."""
         if not self.url:
-            from mt.config import ServeConfig
+            from mt.serve.limits import ServeConfig
             from mt.decode.translator import load_translator
             from mt.serve.app import create_app
 

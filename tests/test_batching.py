@@ -3,7 +3,7 @@
 import numpy as np
 
 from mt.data.batching import TrainBatches, bucket_batches, bucket_shape, make_batch, source_batches, token_batches
-from mt.config import CorpusConfig, DataConfig
+from mt.data.config import CorpusConfig, DataConfig
 from mt.data.corpora import encode_corpus, filter_pairs, lengths, read_corpus
 from mt.data.tokenizer import BOS, EOS, PAD
 

@@ -24,9 +24,20 @@ from mt.exchange.checkpoint import load_checkpoint
 SCRIPTS = ROOT / "scripts"
 PEERS = ROOT.parent / "shared" / "bench" / "peers"
 NUMBER = r"[\d,]+(?:\.\d+)?"
+sys.path.insert(0, str(SCRIPTS))  # scripts/ is not a package
+from records import read as read_records  # noqa: E402
 # One thread per process: the models are tiny, and on a 2-core machine that something else is using, a second
 # OpenMP thread waits at every barrier for a core (tiny training steps went from 6 ms to a second).
 THREADS = {"OMP_NUM_THREADS": "1", "BENCH_THREADS": "1"}
+
+
+def recorded(tmp_path: Path, script: str, command: str = "python") -> list[dict]:
+    """The records a script's run appended to its results file (scripts/records.py), each with its machine."""
+    entries = read_records(tmp_path / "results" / f"{script}.jsonl")
+    for entry in entries:
+        assert entry["source"] == "measured" and entry["machine"]["cores"] and entry["machine"]["gemm_gflops"] > 0
+        assert entry["command"].startswith(command) and len(entry["commit"]) == 40
+    return entries
 
 
 def run(script: str, *args: str, tmp_path: Path, env: dict | None = None) -> str:
@@ -37,7 +48,7 @@ def run(script: str, *args: str, tmp_path: Path, env: dict | None = None) -> str
     temporary.mkdir(exist_ok=True)
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, **THREADS, "TMPDIR": str(temporary), "PYTHONDONTWRITEBYTECODE": "1",
-                               **(env or {})})
+                               "MT_RESULTS": str(tmp_path / "results"), **(env or {})})
     assert done.returncode == 0, (f"{' '.join(command)} exited {done.returncode}\nstdout:\n{done.stdout[-3000:]}\n"
                                   f"stderr:\n{done.stderr[-3000:]}")
     return done.stdout
@@ -70,6 +81,10 @@ def test_quickstart(config, tmp_path):
     out = run("quickstart.sh", tmp_path=tmp_path, env={"CONFIG": str(config), "RUN_DIR": str(tmp_path / "qs")})
     assert '$ mt translate "我爱你"' in out and len(bleu_lines(out)) == 1
     assert (tmp_path / "qs" / "test.hyp.en").exists()
+    [entry] = recorded(tmp_path, "quickstart", command="bash scripts/quickstart.sh")
+    assert entry["figures"][0]["training seconds"] >= 0 and entry["figures"][0]["test BLEU (beam 4)"] >= 0
+    run("quickstart.sh", tmp_path=tmp_path, env={"CONFIG": str(config), "RUN_DIR": str(tmp_path / "qs")})
+    assert len(recorded(tmp_path, "quickstart", command="bash")) == 1  # a run that continued records no time
 
 
 def test_bench_quality_adapts_to_the_checkpoints_its_minutes_gave(config, corpus_dir, tmp_path):
@@ -80,6 +95,10 @@ def test_bench_quality_adapts_to_the_checkpoints_its_minutes_gave(config, corpus
     assert lines_like(rf"dev BLEU, best\.pt, beam 5, alpha 0\.6: {NUMBER}", out)
     assert lines_like(r"chosen on dev: (best|average)\.pt, alpha 0\.6", out)
     assert len(bleu_lines(out)) == 3 and len(lines_like(r"greedy outputs that loop: \d+ of 20.*", out)) == 2
+    [entry] = recorded(tmp_path, "bench_quality", command="MINUTES=0.001 ")
+    figures = entry["figures"][0]
+    assert figures["test, beam 5: BLEU"] >= 0 and figures["length penalty chosen on dev"] == 0.6
+    assert 0 <= figures["test, greedy: outputs that loop"] <= 20 and figures["updates"] > 0
 
 
 @pytest.mark.skipif(importlib.util.find_spec("sacremoses") is None,
@@ -91,6 +110,9 @@ def test_bench_dialogue(config, corpus_dir, tmp_path):
                    "TATOEBA": str(corpus_dir), "SET": "train.max_steps=1000000"})
     assert "TVsub dev references, detokenised: " in out and "== Tatoeba test, beam 5" in out
     assert len(bleu_lines(out)) == 2
+    [entry] = recorded(tmp_path, "bench_dialogue", command="MINUTES=0.001 ")
+    figures = entry["figures"][0]
+    assert figures["TVsub dev, beam 5: BLEU"] >= 0 and figures["Tatoeba test, beam 5: chrF"] >= 0
 
 
 def test_bench_hour(config, corpus_dir, tmp_path):
@@ -105,6 +127,11 @@ def test_bench_hour(config, corpus_dir, tmp_path):
     assert lines_like(rf"dev BLEU, best\.pt, beam 5, alpha 0\.6: {NUMBER}", out)
     assert lines_like(r"chosen on dev: (best|average)\.pt, alpha 0\.6", out) and len(bleu_lines(out)) == 2
     assert (tmp_path / "hour" / "tatoeba" / "checkpoints" / "best.pt").exists()
+    [entry] = recorded(tmp_path, "bench_hour", command="TOTAL=3 FINETUNE=0.001 ")
+    figures = entry["figures"][0]
+    assert figures["Tatoeba test, beam 5: BLEU"] >= 0
+    assert figures["the dialogue stage alone, Tatoeba test, beam 5: chrF"] >= 0
+    assert figures["preparation minutes"] >= 0 and figures["checkpoint chosen on dev"] in ("best.pt", "average.pt")
 
 
 def test_bench_hour_refuses_a_total_with_no_time_for_the_first_stage(config, corpus_dir, tmp_path):
@@ -137,8 +164,12 @@ def test_bench_build_on(config, build_on_data, tmp_path):
     data = build_on_data
     out = run("bench_build_on.sh", "subword", "0.1", tmp_path=tmp_path,
               env={"OUT": str(tmp_path / "build-on"), "CONFIG": str(config), "STEPS": "10", "DATA": str(data)})
-    assert "== dev, beam 5" in out and "== sampling_alpha 0.1, ntrex128, beam 5" in out
+    assert "== sampling_alpha 0.1, tatoeba dev, beam 5" in out and "== sampling_alpha 0.1, ntrex128, beam 5" in out
     assert len(bleu_lines(out)) == 3 and lines_like(r"   \(\d+ s to translate and score 10 lines\)", out)
+    [entry] = recorded(tmp_path, "bench_build_on", command="OUT=")
+    figures = entry["figures"][0]
+    assert figures["sampling_alpha 0.1, tatoeba dev: BLEU"] >= 0
+    assert figures["sampling_alpha 0.1, ntrex128: seconds"] >= 0
 
 
 def test_bench_build_on_distill(config, build_on_data, tmp_path):
@@ -173,7 +204,7 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
     for engine in ("mt", "ctranslate2 float32", "ctranslate2 int8"):
         for mode in ("greedy", "beam4"):
             for name in ("seed1", "student-base", "student-tiny", "student-tiny\\+shortlist"):
-                row = rf"\| real {name} \| {engine} \| {mode} \| {NUMBER} \({NUMBER}–{NUMBER}\) \| .*"
+                row = rf"\| real {name} \| {engine} \| {mode} \| {NUMBER} \| {NUMBER}–{NUMBER} \| .*"
                 assert lines_like(row, out)
             assert lines_like(rf"\| {engine} \| {mode} \| {NUMBER}× \| {NUMBER}× \| {NUMBER}× \|", out)
     assert ("| engine | mode | student-base ÷ seed1 | student-tiny ÷ seed1 | student-tiny+shortlist ÷ seed1 |" in out
@@ -229,6 +260,13 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
         assert [corpus["path"] for corpus in config_yaml["data"]["extra_train"]] == [f"{taught}/distilled-mono/train"]
     assert f"== teacher: {teacher}, tatoeba, beam 5" in out and len(bleu_lines(out)) == 5
     assert lines_like(rf"\| mt \| beam4 \| {NUMBER}× \| {NUMBER}× \| {NUMBER}× \|", out)
+    # a record a part (the teacher's time in it), and bench_decode.py's of the speed
+    entries = recorded(tmp_path, "bench_build_on", command="OUT=")
+    parts = ["distill", f"distill-mixed {mono}", "distill-member", f"distill {mono}"]
+    assert [entry["title"].split(",")[0] for entry in entries] == [f"building on models: {part}" for part in parts]
+    assert entries[0]["figures"][0]["student-tiny, tatoeba: BLEU"] >= 0
+    assert entries[-1]["figures"][0]["the teacher's translation into distilled-mono: seconds"] >= 0
+    assert len(recorded(tmp_path, "bench_decode")) == 2
 
 
 def test_bench_build_on_backtranslate(config, build_on_data, corpus_dir, tmp_path):
@@ -248,6 +286,8 @@ def test_bench_build_on_backtranslate(config, build_on_data, corpus_dir, tmp_pat
         for split in ("test", "dev"):
             assert f"== {name}, tatoeba {split}, beam 5" in out
     assert len(bleu_lines(out)) == 6
+    [entry] = recorded(tmp_path, "bench_build_on", command="OUT=")
+    assert entry["figures"][0]["back-translated by beam 4, tatoeba test: BLEU"] >= 0
 
 
 def test_gpu_scripts_parse():
@@ -265,6 +305,8 @@ def test_bench_train(config, tmp_path):
     assert lines_like(rf"mt tiny on cpu \(\w+\): {NUMBER} target tok/s, .*peak memory {NUMBER} MB "
                       rf"\(2 timed updates after 1\); {NUMBER}% of the process's CPU time in the kernel "
                       rf"\(page faults: {NUMBER} an update\)", out)
+    [entry] = recorded(tmp_path, "bench_train")
+    assert entry["figures"][0]["timed updates"] == 2 and entry["figures"][0]["target tokens/s"] > 0
 
 
 def test_avx2_caps(config, tmp_path):
@@ -283,11 +325,15 @@ def test_bench_decode(tmp_path):
     if not (PEERS / "common.py").exists():
         pytest.skip(f"needs the peers harness's common.py in {PEERS}")
     out = run("bench_decode.py", "--repeats", "1", "--synthetic-sentences", "8", tmp_path=tmp_path)
-    assert "| workload | engine | mode | sent/s, median of 1 (range) | output tok/s | peak RSS MB |" in out
+    assert "| workload | engine | mode | sentences/s | range | output tokens/s | peak RSS MB |" in out
     bf16 = ["mt bfloat16"] if has_native_bf16(torch.device("cpu")) else []  # timed where the CPU has bf16 products
-    for engine in ("mt", *bf16, "ctranslate2 float32", "ctranslate2 int8"):
+    engines = ("mt", *bf16, "ctranslate2 float32", "ctranslate2 int8")
+    for engine in engines:
         for mode in ("greedy", "beam4"):
-            assert lines_like(rf"\| synthetic \| {engine} \| {mode} \| {NUMBER} \({NUMBER}–{NUMBER}\) \| .*", out)
+            assert lines_like(rf"\| synthetic \| {engine} \| {mode} \| {NUMBER} \| {NUMBER}–{NUMBER} \| .*", out)
+    [entry] = recorded(tmp_path, "bench_decode")
+    assert {(row["engine"], row["mode"]) for row in entry["figures"]} == {
+        (engine, mode) for engine in engines for mode in ("greedy", "beam4")}
 
 
 def test_bench_serve(checkpoint, tmp_path):
@@ -302,6 +348,9 @@ def test_bench_serve(checkpoint, tmp_path):
     for request in ("1 sentence", "paragraph of 5 sentences", "1 sentence from the cache"):
         assert lines_like(rf"\| {request} \| {NUMBER} \| {NUMBER} \| {NUMBER} \|", out)
     assert lines_like(rf"paragraph ÷ sentence: {NUMBER}× \(mean latency\); cache: \d+ hits, \d+ misses", out)
+    [entry] = recorded(tmp_path, "bench_serve")
+    assert {row["run"] for row in entry["figures"]} == {"offline", "load", "correctness", "real text, 1 client"}
+    assert all(row["req/s"] > 0 for row in entry["figures"] if row["run"] == "load")
 
 
 def test_soak_serve(checkpoint, tmp_path):
@@ -311,14 +360,20 @@ def test_soak_serve(checkpoint, tmp_path):
     assert lines_like(rf"40 requests \(0 errors\) from 4 clients in {NUMBER} s .*", out)
     assert lines_like(rf"RSS MB: start {NUMBER}, after warm-up \(10% of requests\) {NUMBER}, end .*", out)
     assert plot.stat().st_size and plot.with_suffix(".csv").read_text().startswith("seconds,requests_done,rss_mb")
+    [entry] = recorded(tmp_path, "soak_serve")
+    assert entry["figures"][0]["requests"] == 40 and entry["figures"][0]["RSS MB max"] > 0
+    assert [row["tenth of the requests"] for row in entry["figures"][1:]] == list(range(1, 11))
 
 
 def test_bench_huggingface(checkpoint, tmp_path):
     pytest.importorskip("transformers")
     out = run("bench_huggingface.py", "--checkpoint", str(checkpoint), "--sentences", "8", tmp_path=tmp_path)
-    assert "| search | mt sent/s | transformers sent/s | outputs that differ |" in out
+    assert "| search | mt sentences/s | transformers sentences/s | outputs that differ |" in out
     assert lines_like(rf"\| greedy \| {NUMBER} \| {NUMBER} \| \d+ of 8 \|", out)
     assert lines_like(r"\| greedy, mt's output limit lifted .* \| \d+ of 8 \|", out)
+    [entry] = recorded(tmp_path, "bench_huggingface")
+    assert len(entry["figures"]) == 4 and entry["figures"][0]["mt sentences/s"] > 0
+    assert all(0 <= row["outputs that differ"] <= 8 for row in entry["figures"])
 
 
 def test_bench_script_conversion(checkpoint, tmp_path):
@@ -328,6 +383,9 @@ def test_bench_script_conversion(checkpoint, tmp_path):
     assert lines_like(r"source pieces equal to mt's, huggingface source\.spm: \d+/12", out)
     assert len(lines_like(rf"transformers greedy equal to mt translate, .*: \d+/12 .*BLEU {NUMBER}", out)) == 2
     assert lines_like(rf"tokenising 200 lines: .* {NUMBER} lines/s .*", out)
+    [entry] = recorded(tmp_path, "bench_script_conversion")
+    assert [row["of"] for row in entry["figures"] if "of" in row] == [12] * 4
+    assert entry["figures"][-1]["lines/s"] > 0 and entry["figures"][-1]["×"] > 0
 
 
 def test_bench_import(tmp_path):
@@ -336,12 +394,20 @@ def test_bench_import(tmp_path):
     assert lines_like(rf"mt import: {NUMBER} s, peak memory {NUMBER} MB", out)
     assert lines_like(rf"\| greedy \| {NUMBER} \| {NUMBER} \| {NUMBER} \| \d of 6 \|", out)
     assert lines_like(rf"\| beam 4 \| {NUMBER} \| {NUMBER} \| {NUMBER} \|  \|", out)
+    [entry] = recorded(tmp_path, "bench_import")
+    assert [row["step"] for row in entry["figures"]] == ["mt import", "load and translate one sentence (new process)",
+                                                         "translate", "translate"]
+    assert entry["figures"][0]["peak memory MB"] > 0 and entry["figures"][2]["mt sentences/s"] > 0
 
 
 def test_bench_sampling(config, tmp_path):
     out = run("bench_sampling.py", "-c", str(config), "--epochs", "1", tmp_path=tmp_path)
     assert lines_like(rf"once-only preparation: {NUMBER} s for 296 training pairs per epoch .*", out)
     assert lines_like(rf"epoch 0, sampled segmentation \(alpha 0\.1\): {NUMBER} s, .*", out)
+    [entry] = recorded(tmp_path, "bench_sampling")
+    assert [row["step"] for row in entry["figures"]] == ["once-only preparation", "epoch 0, sampled segmentation",
+                                                         "the whole run"]
+    assert entry["figures"][0]["pairs"] == 296 and entry["figures"][2]["peak memory MB"] > 0
 
 
 # --- text, cleaning, robustness ---------------------------------------------------------------------------------
@@ -358,6 +424,12 @@ def test_bench_real_text(checkpoint, corpus_dir, tmp_path):
     train = (corpus_dir / "train.zh").read_text(encoding="utf-8").splitlines()
     from_train = sum(bool(re.search("[0-9]", line)) for line in train)
     assert lines_like(rf"## 3\. Tag placement: .* \(\d+, {from_train} of them from --numbers\); goal .*", out)
+    [entry] = recorded(tmp_path, "bench_real_text")
+    rows = {(row["item"], row["measure"]): row for row in entry["figures"]}
+    assert {item for item, _ in rows} == {"1. paragraphs", "2. HTML", "3. tag placement", "4. speed", "5. documents",
+                                          "the run"}
+    assert rows["1. paragraphs", "(a) whole, split on"]["BLEU"] >= 0
+    assert rows["2. HTML", "well-formed (ElementTree)"]["of"] > 0
 
 
 def test_make_noisy_corpus(corpus_dir, tmp_path):
@@ -375,6 +447,9 @@ def test_bench_clean(config, tmp_path):
               "--tvsub-dev", str(tmp_path / "tvsub"), tmp_path=tmp_path)
     assert lines_like(rf"mt clean, TVsub alone: {NUMBER} s wall, peak memory {NUMBER} MB .*; \d+ pairs removed", out)
     assert lines_like(r"  duplicates +\d+", out)
+    [entry] = recorded(tmp_path, "bench_clean")
+    assert entry["figures"][0]["peak memory MB"] > 0
+    assert any(row.get("filter") == "duplicates" and row["pairs removed"] > 0 for row in entry["figures"])
 
 
 def test_bench_clean_tatoeba(config, corpus_dir, tmp_path):
@@ -387,6 +462,10 @@ def test_bench_clean_tatoeba(config, corpus_dir, tmp_path):
         assert lines_like(rf"{label} +\d+/\d+( +{NUMBER}){{3}} +({NUMBER}|nan) +({NUMBER}|nan)", out), label
     assert len(lines_like(r"misaligned +\d+ +[\d.]+%.*", out)) == 2
     assert lines_like(r"misaligned +\d+ +[\d.]+%.* +[\d.]+% +[\d.]+%", out)  # (d)'s cross_entropy column
+    [entry] = recorded(tmp_path, "bench_clean")
+    runs = [row for row in entry["figures"] if "test BLEU (beam 4)" in row]
+    assert len(runs) == 4 and all(row["test chrF (beam 4)"] >= 0 for row in runs)
+    assert len([row for row in entry["figures"] if row.get("kind") == "misaligned"]) == 2
 
 
 def test_bad_inputs(tmp_path):
@@ -404,6 +483,9 @@ def test_fuzz(tmp_path):
     assert "| door | examples | failures | s per 1,000 |" in out
     for door in DOORS:
         assert lines_like(rf"\| {door} \| 1 \| \d+ \| {NUMBER} \|", out)
+    [entry] = recorded(tmp_path, "fuzz")
+    assert [(row["door"], row["examples"]) for row in entry["figures"]] == [(door, 1) for door in DOORS]
+    assert all(row["seconds"] >= 0 and row["failures"] >= 0 for row in entry["figures"])
 
 
 def test_fuzz_atheris(tmp_path):
@@ -415,6 +497,9 @@ def test_fuzz_atheris(tmp_path):
         assert lines_like(rf"\| {door} \| 20 \| \d+ \| {NUMBER} \|", out)
         edges = lines_like(rf"{door}: libFuzzer's coverage of mt: (\d+) edges, \d+ features, \d+ inputs kept", out)
         assert edges and int(edges[0]) > 0, out
+    [entry] = recorded(tmp_path, "fuzz")
+    assert [(row["door"], row["examples"]) for row in entry["figures"]] == [("config", 20), ("http", 20)]
+    assert all(row["libFuzzer edges"] > 0 for row in entry["figures"])
 
 
 # scripts/gen_config_docs.py is run by tests/test_config.py (--check); scripts/setup.sh and test.sh by everyone;

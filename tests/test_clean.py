@@ -14,11 +14,12 @@ import pytest
 from conftest import TATOEBA, require_shared, tiny_yaml, write_lines
 from mt.clean.cleaning import Cleaning, bind, clean_corpus
 from mt.clean.contamination import make_guard
-from mt.config import (CopyFilter, CorpusConfig, DataConfig, DuplicateSourcesFilter, DuplicatesFilter, LengthFilter,
-                       LexicalFilter, NumbersFilter, QuestionsFilter, RatioFilter, ScriptFilter, UrlsFilter,
-                       load_config)
+from mt.config import load_config
 from mt.core.errors import MtError
+from mt.data.config import CorpusConfig, DataConfig
 from mt.data.corpora import TrainingMixture
+from mt.data.filters import (CopyFilter, DuplicateSourcesFilter, DuplicatesFilter, LengthFilter, LexicalFilter,
+                             NumbersFilter, QuestionsFilter, RatioFilter, ScriptFilter, UrlsFilter)
 
 ZH_EN = DataConfig()
 
@@ -210,7 +211,7 @@ def _config_file(corpus_dir, tmp_path):
 
 
 def test_cross_entropy_keeps_the_pairs_the_models_find_likeliest(trained_runs):
-    from mt.config import CrossEntropyFilter
+    from mt.data.filters import CrossEntropyFilter
     from mt.decode.translator import load_translator
 
     checkpoint = trained_runs[0] / "checkpoints" / "last.pt"

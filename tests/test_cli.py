@@ -373,10 +373,12 @@ def test_the_checkpoints_decode_settings_are_the_defaults_nbest_included(workdir
 
 
 def test_every_decode_and_serve_key_is_an_option_with_its_help():
-    """The options are made from mt/config.py's declarations, so none is missing or spelt twice."""
+    """The options are made from the sections' declarations, so none is missing or spelt twice."""
     import dataclasses
 
-    from mt.config import DecodeConfig, ServeConfig, flag_of, help_of
+    from mt.config import DecodeConfig
+    from mt.core.schema import flag_of, help_of
+    from mt.serve.limits import ServeConfig
 
     runner = CliRunner()
     for command, sections in (("translate", [DecodeConfig]), ("evaluate", [DecodeConfig]),

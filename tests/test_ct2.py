@@ -12,11 +12,12 @@ import pytest
 import torch
 
 from mt.exchange.checkpoint import save_checkpoint, tokenizer_state
-from mt.config import Config, ModelConfig, config_to_dict
+from mt.config import Config, config_to_dict
 from mt.decode.ctranslate2 import compute_type
 from mt.exchange.ctranslate2 import export_ctranslate2
 from mt.core import device
 from mt.core.errors import MtError
+from mt.model.config import ModelConfig
 from mt.model.transformer import Transformer
 from mt.data.tokenizer import PAD, script_converter
 from mt.decode.translator import load_translator

@@ -10,7 +10,7 @@ import pytest
 from conftest import write_lines
 import numpy as np
 
-from mt.config import CorpusConfig, DataConfig
+from mt.data.config import CorpusConfig, DataConfig
 from mt.data.corpora import TrainingMixture, encode_corpus, filter_pairs, read_corpus, take_rows, tokenizer_sample
 from mt.core.errors import MtError
 from mt.data.tokenizer import BOS, EOS
@@ -151,7 +151,9 @@ def test_tokenised_corpus_is_cached_per_text_and_vocabulary(tokenizer, tmp_path)
 
 
 def test_a_tagged_corpus_puts_its_tag_before_each_source_and_the_tokenizer_keeps_it_one_piece(corpus_dir, tmp_path):
-    from mt.config import Config, ModelConfig, TokenizerConfig
+    from mt.config import Config
+    from mt.data.config import TokenizerConfig
+    from mt.model.config import ModelConfig
     from mt.train.prepare import prepare
 
     write_lines(tmp_path / "bt.zh", ["我们今天去。", "他很好。", "你好。"])

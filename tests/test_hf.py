@@ -10,7 +10,8 @@ import torch
 
 from conftest import tiny_model
 from mt.exchange.checkpoint import save_checkpoint, tokenizer_state
-from mt.config import Config, DataConfig, TokenizerConfig, config_to_dict
+from mt.config import Config, config_to_dict
+from mt.data.config import DataConfig, TokenizerConfig
 from mt.core.errors import MtError
 from mt.exchange.huggingface import export_huggingface
 from mt.exchange.marian import marian_weights, residual_order
@@ -189,7 +190,7 @@ def test_without_transformers_the_export_says_how_to_install_it(monkeypatch, tmp
 
 
 def test_the_model_card_marks_synthetic_corpora(tokenizer, tmp_path):
-    from mt.config import CorpusConfig
+    from mt.data.config import CorpusConfig
     from mt.exchange.huggingface import model_card
 
     data = DataConfig(train=CorpusConfig(path="data/tatoeba/train"),

@@ -97,7 +97,8 @@ def test_both_exports_of_an_imported_model_translate_as_it_does(opus, corpus_dir
 def separate_vocabularies_checkpoint(path):
     """An untrained model with one SentencePiece model and vocabulary per language, as a checkpoint."""
     from conftest import tiny_model
-    from mt.config import Config, DataConfig, TokenizerConfig, config_to_dict
+    from mt.config import Config, config_to_dict
+    from mt.data.config import DataConfig, TokenizerConfig
     from mt.data.tokenizer import train_tokenizer
     from mt.exchange.checkpoint import save_checkpoint, tokenizer_state
 

@@ -7,21 +7,23 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mt"
 
 PACKAGES = [  # bottom up: text → pieces → ids → batches → model → search → text, with the command line on top
-    "core", "config", "data", "model", "exchange", "decode", "clean", "text", "train", "serve", "plots", "cli", "__main__",
+    "core", "data", "model", "config", "exchange", "decode", "clean", "text", "train", "serve", "plots", "cli", "__main__",
 ]
 
 MODULES = {  # bottom up inside each package
-    "core": [{"errors", "memory", "openmp"},
+    "core": [{"errors", "memory", "openmp", "schema"},
              {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_lock"}, {"device"}],
-    "data": [{"script_conversion", "word_translation"}, {"tokenizer"}, {"corpora"}, {"batching"}],
-    "model": [{"dropout"}, {"transformer"}],
+    "data": [{"script_conversion", "word_translation", "normalise"}, {"lexical"}, {"filters"}, {"config"},
+             {"tokenizer"}, {"corpora"}, {"batching"}],
+    "model": [{"config", "dropout"}, {"transformer"}],
     "exchange": [{"checkpoint"}, {"export"}, {"marian"}, {"ctranslate2", "huggingface", "import_huggingface"}],
-    "decode": [{"cache", "packing", "shortlist"}, {"search"}, {"ctranslate2", "score"}, {"translator"},
-               {"evaluate", "distill"}],
-    "clean": [{"normalise", "lexical"}, {"filters", "contamination"}, {"cleaning"}, {"report"}],
+    "decode": [{"cache", "packing", "shortlist", "sampling"}, {"engine", "steps"}, {"search", "score"},
+               {"searcher", "ctranslate2"}, {"translator"}, {"evaluate", "distill"}],
+    "clean": [{"contamination"}, {"cleaning"}, {"report"}],
     "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"documents", "texts"}],
     "train": [{"prepare", "loss", "training_log"}, {"trainer", "progress", "updates"}, {"validation"}, {"loop"}],
-    "serve": [{"errors", "languages", "batcher"}, {"answers", "downloads", "translation_cache"}, {"app"}, {"server"}],
+    "serve": [{"errors", "languages", "batcher", "limits", "answers", "translation_cache"}, {"downloads", "bodies"},
+              {"requests", "pipeline"}, {"admission"}, {"libretranslate", "mt_api"}, {"app"}, {"server"}],
 }
 
 

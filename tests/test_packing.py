@@ -17,7 +17,7 @@ from mt.core.errors import MtError
 import mt.decode.packing
 import mt.decode.translator
 from mt.decode.packing import MKL_ROWS, PackedWeights, best_library
-from mt.decode.search import Searcher
+from mt.decode.searcher import Searcher
 from mt.decode.translator import load_translator, products_dtype
 from mt.data.tokenizer import EOS
 

@@ -16,9 +16,10 @@ from torch._dynamo.testing import CompileCounter
 from conftest import ROOT, tiny_config, tiny_yaml
 from mt.data.batching import make_batch
 from mt.exchange.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
-from mt.config import Config, ModelConfig, TrainConfig
+from mt.config import Config, TrainConfig
 from mt.core.errors import MtError
 from mt.data.tokenizer import BOS, EOS
+from mt.model.config import ModelConfig
 from mt.train.loop import train
 from mt.train.trainer import MAX_SKIPPED_IN_A_ROW, Trainer
 

@@ -13,7 +13,9 @@ from mt.config import DecodeConfig
 from mt.data.batching import pad_ids
 from mt.data.tokenizer import BOS, EOS
 from mt.decode.score import PairScore, score_pairs
-from mt.decode.search import Ensemble, Searcher, output_limit
+from mt.decode.engine import output_limit
+from mt.decode.searcher import Searcher
+from mt.decode.steps import Ensemble
 from mt.decode.translator import load_translator
 
 CPU = torch.device("cpu")

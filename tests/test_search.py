@@ -6,12 +6,15 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from mt.config import Config, DecodeConfig, ModelConfig
+from mt.config import Config, DecodeConfig
 from mt.decode.packing import PackedWeights
 from mt.decode.shortlist import Shortlist
-from mt.decode.search import (SHARED_ROWS, Ensemble, Hypothesis, Searcher, StepDecoder, beam_search,
-                              block_repeated_ngrams, equal_shares, greedy_search, length_penalty)
+from mt.decode.engine import SHARED_ROWS, Hypothesis, equal_shares
+from mt.decode.search import beam_search, greedy_search, length_penalty
+from mt.decode.searcher import Searcher
+from mt.decode.steps import Ensemble, StepDecoder, block_repeated_ngrams
 from mt.data.tokenizer import BOS, EOS, PAD, UNK
+from mt.model.config import ModelConfig
 from mt.decode.translator import Translator, translate_stream
 
 
@@ -358,7 +361,7 @@ SOURCES = [[5, 6, 7, 8, EOS], [9, 10, EOS], [11, EOS], [12, 13, 14, 15, 16, 17, 
 
 
 def test_a_draw_follows_the_models_distribution_narrowed_by_top_k_top_p_and_temperature():
-    from mt.decode.search import TokenSampling
+    from mt.decode.sampling import TokenSampling
 
     probs = torch.tensor([0.5, 0.3, 0.1, 0.07, 0.03])
     log_probs = probs.log().expand(40_000, -1)

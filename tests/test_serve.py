@@ -30,9 +30,11 @@ import httpx  # noqa: E402
 
 from mt.serve.batcher import BatchingWorker, Busy  # noqa: E402
 from mt.exchange.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from mt.config import ServeConfig  # noqa: E402
+from mt.serve.limits import ServeConfig  # noqa: E402
 from mt.core.errors import MtError  # noqa: E402
 from mt.serve.app import create_app  # noqa: E402
+from mt.serve.errors import ApiError  # noqa: E402
+from mt.serve.requests import Bounds, LibreTranslateRequest, TranslateRequest, parse, request_fields  # noqa: E402
 from mt.decode.translator import load_translator  # noqa: E402
 from mt.text.documents import FORMATS  # noqa: E402
 from mt.text.marks import Marked  # noqa: E402
@@ -120,8 +122,8 @@ def test_languages_settings_and_health(url):
     ({"q": "你好", "source": "zh", "target": "de"}, 400, "de is not supported"),
     ({"q": "你好", "source": "zh", "target": "en", "format": "xml"}, 400, "xml format is not supported (supported: "
                                                                          "text, html)"),
-    ({"q": 7, "source": "zh", "target": "en"}, 400, "q must be a text or a list of texts"),
-    ({"q": ["你好", 3], "source": "zh", "target": "en"}, 400, "q must be a text or a list of texts"),
+    ({"q": 7, "source": "zh", "target": "en"}, 400, "q parameter must be a text or a list of texts"),
+    ({"q": ["你好", 3], "source": "zh", "target": "en"}, 400, "q parameter must be a text or a list of texts"),
     ({"q": "你" * 201, "source": "zh", "target": "en"}, 400, "request (201) exceeds text limit (200)"),
     ({"q": ["你好"] * 9, "source": "zh", "target": "en"}, 400, "request (9) exceeds text limit (8)"),
     ({"q": "你" * 100_000, "source": "zh", "target": "en"}, 413, "over the limit of 20,000 bytes"),
@@ -411,6 +413,47 @@ def test_mt_api_gives_nbest_with_scores_options_and_attention(url, offline, tran
     refused = post(url, "/api/translate", json={"q": "我爱你", "beam": 64})
     assert refused.status_code == 400 and "at most 16" in refused.json()["error"]
     assert post(url, "/api/translate", json={"q": "我爱你", "nbest": 5, "beam": 2}).status_code == 400
+
+
+def test_request_fields_take_their_types_from_json_or_a_form_and_name_the_field_they_refuse():
+    bounds = Bounds(ServeConfig(max_beam=8), "zh", "en")
+    form = parse(TranslateRequest, {"q": "你好", "beam": "2", "alpha": "0.5", "split": "False", "attention": "TRUE"},
+                 bounds)
+    assert form.attention is True and form.decode_values() == {
+        "beam_size": 2, "alpha": 0.5, "nbest": None, "max_len_a": None, "max_len_b": None, "min_len": None,
+        "no_repeat_ngram_size": None, "split_sentences": False}
+    libre = parse(LibreTranslateRequest, {"q": ["你好"], "source": "zh-Hans", "target": "en", "alternatives": 2.0,
+                                          "format": "", "secret": "a field of LibreTranslate's"}, bounds)
+    assert (libre.alternatives, libre.format, libre.texts()) == (2, "text", ["你好"])
+    for schema, params, message in [
+        (TranslateRequest, {"q": "你好", "beam": True}, "Invalid request: beam parameter must be a whole number from 1"),
+        (TranslateRequest, {"q": "你好", "beam": 2.5}, "Invalid request: beam parameter must be a whole number from 1"),
+        (TranslateRequest, {"q": "你好", "beam": "0"}, "Invalid request: beam parameter must be a whole number from 1"),
+        (TranslateRequest, {"q": "你好", "alpha": -1}, "Invalid request: alpha parameter must be a number from 0"),
+        (TranslateRequest, {"q": "你好", "split": 1}, "Invalid request: split parameter must be true or false"),
+        (TranslateRequest, {"q": ["你好"]}, "Invalid request: q parameter must be a text"),
+        (TranslateRequest, {"beam": "x"}, "Invalid request: missing q parameter"),
+        (LibreTranslateRequest, {"q": "你好", "source": "zh", "target": "en", "alternatives": 8},
+         "Invalid request: alternatives parameter must be a whole number from 0 to 7"),
+        (LibreTranslateRequest, {"q": "你好", "source": "{x}", "target": "en"},
+         "{x} is not supported (this model translates zh to en)"),
+    ]:
+        with pytest.raises(ApiError) as refused:
+            parse(schema, params, bounds)
+        assert refused.value.status == 400 and str(refused.value) == message
+
+
+def test_request_fields_are_listed_for_the_docs_from_the_declarations_requests_are_parsed_with():
+    fields = request_fields()
+    assert list(fields) == ["POST /translate", "POST /translate_file", "POST /detect", "POST /api/translate"]
+    assert {"name": "alternatives", "type": "a whole number", "range": "from 0 to --max-beam − 1", "default": "0",
+            "help": "Other translations per text besides the best (none for HTML)."} in fields["POST /translate"]
+    options = {field["name"]: field for field in fields["POST /api/translate"]}
+    assert set(options) == {"q", "attention", "api_key", "beam", "alpha", "nbest", "max_len_a", "max_len_b",
+                            "min_len", "no_repeat_ngram", "split"}  # the decode options docs/serving.md lists
+    assert options["beam"] == {"name": "beam", "type": "a whole number", "range": "from 1",
+                               "default": "the server's decode.beam_size", "help": "Beam size; 1 is greedy search."}
+    assert all(field["help"] for route in fields.values() for field in route)
 
 
 def test_info_tells_the_models_facts(url, translator):

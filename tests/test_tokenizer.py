@@ -3,7 +3,7 @@
 import pytest
 
 from conftest import TINY_TOKENIZER
-from mt.config import TokenizerConfig
+from mt.data.config import TokenizerConfig
 from mt.core.errors import MtError
 from mt.data.tokenizer import (BATCH_CALL_MIN, BOS, EOS, PAD, UNK, Sampling, Tokenizer, script_converter,
                                train_tokenizer)

@@ -13,11 +13,12 @@ from torch import nn
 from conftest import tiny_config, tiny_model, tiny_yaml
 from mt.data.batching import make_batch
 from mt.exchange.checkpoint import load_checkpoint, load_model, save_checkpoint
-from mt.config import Config, ModelConfig, TrainConfig, load_config
+from mt.config import Config, TrainConfig, load_config
 from mt.core.errors import MtError
 from mt.train.prepare import prepare_data
-from mt.decode.search import Searcher
+from mt.decode.searcher import Searcher
 from mt.data.tokenizer import PAD, UNK
+from mt.model.config import ModelConfig
 from mt.train.loop import train
 from mt.train.progress import Progress
 from mt.train.trainer import inverse_sqrt_lr, learning_rate, spread_layers

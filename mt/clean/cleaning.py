@@ -2,32 +2,29 @@
 was removed (or none); the reasons are cached in the run's cache directory, keyed by the corpus, the filters and
 the dev and test sets, so a run and its resumption clean once.
 
-The row filters and the columns the corpus filters read are computed by `datasets.map` in parallel batches; the
-corpus filters then run over those columns in numpy.
+The row filters (mt/data/filters.py) and the columns the column filters read are computed by `datasets.map` in
+parallel batches; the column filters then run over those columns in numpy, and the text filters over the texts of
+the pairs still kept.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
 import logging
 import os
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 import datasets
 import numpy as np
 
 from mt.clean.contamination import Guard, chinese_sides, guard_keys, make_guard
-from mt.clean.filters import CORPUS_FILTERS, ROW_FILTERS, Langid, row_columns
-from mt.clean.lexical import lexical_keep
-from mt.clean.normalise import writing_system
-from mt.config import CorpusConfig, CrossEntropyFilter, DataConfig, ScriptFilter
 from mt.core.atomic import atomic_write_bytes
 from mt.core.errors import MtError, first_line
+from mt.data.config import CorpusConfig, DataConfig
 from mt.data.corpora import take_rows, texts_at
+from mt.data.filters import Filter, RowFilter, TextFilter, row_columns
 
 log = logging.getLogger(__name__)
 
@@ -62,15 +59,9 @@ class Cleaned:
                 "contaminated": self.contaminated}
 
 
-def bind(filters: list, data: DataConfig, where: str) -> list:
+def bind(filters: list[Filter], data: DataConfig, where: str) -> list[Filter]:
     """The filters with what they take from the language pair filled in (the script filter's writing systems)."""
-    bound = []
-    for f in filters:
-        if isinstance(f, ScriptFilter):
-            f = dataclasses.replace(f, src_script=f.src_script or writing_system(data.src_lang, f"{where}.src_script"),
-                                    tgt_script=f.tgt_script or writing_system(data.tgt_lang, f"{where}.tgt_script"))
-        bound.append(f)
-    return bound
+    return [f.bound((data.src_lang, data.tgt_lang), where) for f in filters]
 
 
 def _read_cached(path: Path, pairs: int, steps: int) -> tuple[np.ndarray, int] | None:
@@ -96,7 +87,7 @@ def step_names(filter_names: list[str]) -> list[str]:
     return [CONTAMINATION, *filter_names]
 
 
-def clean_corpus(name: str, corpus: datasets.Dataset, filters: list, data: DataConfig, guard: Guard,
+def clean_corpus(name: str, corpus: datasets.Dataset, filters: list[Filter], data: DataConfig, guard: Guard,
                  cache_dir: Path | None) -> Cleaned:
     """The corpus through the guard and the filters (bound); the reasons cached in cache_dir when given."""
     steps = step_names([f.filter for f in filters])
@@ -122,7 +113,7 @@ def clean_corpus(name: str, corpus: datasets.Dataset, filters: list, data: DataC
     return Cleaned(name, corpus, pairs, reasons, steps, contaminated)
 
 
-def _reasons(name: str, corpus: datasets.Dataset, filters: list, data: DataConfig,
+def _reasons(name: str, corpus: datasets.Dataset, filters: list[Filter], data: DataConfig,
              guard: Guard) -> tuple[np.ndarray, int]:
     """Each pair's reason for removal (KEPT: none), and how many hold a dev or test sentence."""
     columns = _columns(corpus, filters, data)
@@ -137,18 +128,18 @@ def _reasons(name: str, corpus: datasets.Dataset, filters: list, data: DataConfi
         alive = reasons == KEPT
         if f"keep{step}" in columns:  # a row filter's verdicts, computed with the columns
             keep = columns[f"keep{step}"]
-        elif f.filter in TEXT_FILTERS:
+        elif isinstance(f, TextFilter):
             rows = np.flatnonzero(alive)
             keep = np.ones(len(corpus), dtype=bool)
-            keep[rows] = TEXT_FILTERS[f.filter](*texts_at(corpus, rows), f)
+            keep[rows] = f.keeps(*texts_at(corpus, rows), _translator_of)
         else:
-            keep = CORPUS_FILTERS[f.filter](columns, alive, f)
+            keep = f.keeps(columns, alive)
         reasons[alive & ~keep] = step
     return reasons, int(contaminated.sum())
 
 
-def _columns(corpus: datasets.Dataset, filters: list, data: DataConfig) -> dict[str, np.ndarray]:
-    """The row filters' verdicts (keep1, keep2, … by step), the corpus filters' columns and the guard's hashes."""
+def _columns(corpus: datasets.Dataset, filters: list[Filter], data: DataConfig) -> dict[str, np.ndarray]:
+    """The row filters' verdicts (keep1, keep2, … by step), the column filters' columns and the guard's hashes."""
     chinese = chinese_sides(data)
     langs = data.src_lang, data.tgt_lang
 
@@ -156,9 +147,8 @@ def _columns(corpus: datasets.Dataset, filters: list, data: DataConfig) -> dict[
         src, tgt = batch["src"], batch["tgt"]
         out = row_columns(src, tgt) | guard_keys(src, tgt, chinese)
         for step, f in enumerate(filters, start=1):
-            check = _langid(*langs) if f.filter == "langid" else ROW_FILTERS.get(f.filter)
-            if check is not None:
-                out[f"keep{step}"] = [check(s, t, f) for s, t in zip(src, tgt)]
+            if isinstance(f, RowFilter):
+                out[f"keep{step}"] = [f.keeps(s, t, langs) for s, t in zip(src, tgt)]
         return out
 
     processes = min(len(os.sched_getaffinity(0)), 8) if len(corpus) >= 100_000 else None
@@ -168,29 +158,11 @@ def _columns(corpus: datasets.Dataset, filters: list, data: DataConfig) -> dict[
     return {name: table.column(name).to_numpy() for name in table.column_names}
 
 
-@cache
-def _langid(src_lang: str, tgt_lang: str) -> Langid:  # one per process: its model is large to send
-    return Langid(src_lang, tgt_lang)
-
-
-def cross_entropy(src: list[str], tgt: list[str], f: CrossEntropyFilter) -> np.ndarray:
-    """Dual conditional cross-entropy of the pairs kept so far (Junczys-Dowmunt, 2018): the best kept."""
+def _translator_of(checkpoint: Path):
+    """The cross_entropy filter's translators: mt/decode/ stands above mt/data/, where the filter is declared."""
     from mt.decode.translator import load_translator
 
-    forward = -np.array([s.mean for s in load_translator(Path(f.forward)).score(src, tgt)])  # H(y|x), nats/token
-    score = forward
-    if f.reverse:
-        reverse = -np.array([s.mean for s in load_translator(Path(f.reverse)).score(tgt, src)])
-        score = np.abs(forward - reverse) + (forward + reverse) / 2
-    if f.threshold > 0:
-        return score <= f.threshold
-    good = np.zeros(len(src), dtype=bool)
-    good[np.argsort(score, kind="stable")[:round(f.keep_fraction * len(src))]] = True
-    return good
-
-
-# The filters that read the texts of the pairs still kept: (sources, targets, options) -> keep mask over them
-TEXT_FILTERS = {"cross_entropy": cross_entropy, "lexical": lexical_keep}
+    return load_translator(checkpoint)
 
 
 class Cleaning:

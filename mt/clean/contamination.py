@@ -1,5 +1,5 @@
 """The contamination guard: training pairs whose source or target is one of the dev or test sentences, compared
-normalised (mt/clean/normalise.py), so that a test sentence in different case, width, punctuation or Chinese
+normalised (mt/data/normalise.py), so that a test sentence in different case, width, punctuation or Chinese
 script is still found.
 
 A side is compared alone when it is long enough to be a particular sentence: MIN_SIDE characters after
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mt.clean.normalise import normalised, stable_hash
-from mt.config import DataConfig
+from mt.data.normalise import normalised, stable_hash
+from mt.data.config import DataConfig
 from mt.data.corpora import read_corpus
 
 MIN_SIDE = 10

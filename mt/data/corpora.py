@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 from datasets.table import InMemoryTable
 
-from mt.config import CorpusConfig, DataConfig
+from mt.data.config import CorpusConfig, DataConfig
 from mt.core.atomic import atomic_write_bytes, file_checksum
 from mt.core.errors import MtError, first_line
 from mt.core.lines import read_lines, read_text_column

@@ -21,7 +21,7 @@ import opencc
 import sentencepiece as spm
 
 from mt.core.atomic import atomic_write_bytes
-from mt.config import TokenizerConfig
+from mt.data.config import TokenizerConfig
 from mt.core.errors import MtError
 from mt.data.script_conversion import OPENCC, converts, with_conversion
 

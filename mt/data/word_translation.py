@@ -1,6 +1,6 @@
 """Word-translation tables learned from a corpus itself: t(e | f), the probability that source unit f translates as
 target unit e, by EM for IBM Model 1 (Brown et al. 1993), so that no model has to be trained first. Units are ids:
-words for the lexical filter (mt/clean/lexical.py), pieces for a decoding shortlist (mt/decode/shortlist.py).
+words for the lexical filter (mt/data/lexical.py), pieces for a decoding shortlist (mt/decode/shortlist.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from mt.config import DecodeConfig, config_from_dict
 from mt.core.device import int8_decodes_faster
 from mt.core.errors import MtError
 from mt.data.tokenizer import BOS, PAD, Tokenizer
-from mt.decode.search import Hypothesis
+from mt.decode.engine import Hypothesis
 from mt.decode.shortlist import Shortlist
 from mt.exchange.checkpoint import EXPORT_META_FILE, check_export_files, export_meta
 from mt.exchange.export import optional_package

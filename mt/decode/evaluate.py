@@ -6,7 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mt.core.atomic import TEXT, atomic_write_bytes
-from mt.config import DataConfig, DecodeConfig
+from mt.config import DecodeConfig
+from mt.data.config import DataConfig
 from mt.data.corpora import read_corpus
 from mt.core.lines import read_lines
 from mt.core.scoring import Scores, score

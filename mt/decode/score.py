@@ -3,7 +3,8 @@ CTranslate2's score_batch).
 
 A pair's score is the sum over its target's tokens, pieces then EOS (not BOS), of log p(token | source, the
 tokens before it): the log-probability that search computes for that output (mt/decode/search.py), with no
-length penalty.
+length penalty. score_pairs batches the pairs for either engine; gold_log_probs is one model's share of mt's own
+engine's scores (Searcher.score_batch, mt/decode/searcher.py).
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from torch import Tensor
 
 from mt.data.batching import token_batches
-from mt.decode.search import SearchEngine
+from mt.data.tokenizer import PAD
+from mt.decode.engine import SearchEngine
+from mt.model.transformer import Transformer, make_pad_mask, make_tgt_mask
 
 
 @dataclass
@@ -44,3 +48,14 @@ def score_pairs(engine: SearchEngine, src_ids: list[list[int]], tgt_ids: list[li
         for i, log_probs in zip(batch, found):
             scores[i] = PairScore(sum(log_probs), len(log_probs))
     return scores
+
+
+def gold_log_probs(model: Transformer, src: Tensor, tgt_input: Tensor, gold: Tensor) -> Tensor:
+    """One model's log-probability of each gold token after the decoder input tgt_input [B, T] (teacher forcing),
+    in float32 as a search step computes it (ModelStep, mt/decode/steps.py): [N], the tokens of gold [B, T] that are not PAD, row by
+    row. Only they go through the generator, the costliest product, which padding would only slow down."""
+    src_mask = make_pad_mask(src, PAD)                                                            # [B,1,1,S]
+    hidden, _ = model.decode(tgt_input, model.encode(src, src_mask), src_mask, make_tgt_mask(tgt_input, PAD))
+    real = gold != PAD                                                                            # [B, T]
+    log_probs = model.generator(hidden[real]).float().log_softmax(dim=-1)                         # [N, V]
+    return log_probs.gather(-1, gold[real][:, None]).squeeze(-1)                                  # [N]

@@ -19,7 +19,9 @@ from mt.config import Config, DecodeConfig, Device, Engine
 from mt.core.device import has_native_bf16, resolve_device
 from mt.core.errors import MtError
 from mt.decode.score import PairScore, score_pairs
-from mt.decode.search import Ensemble, SearchEngine, Searcher, search_sources
+from mt.decode.engine import SearchEngine, search_sources
+from mt.decode.searcher import Searcher
+from mt.decode.steps import Ensemble
 from mt.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)

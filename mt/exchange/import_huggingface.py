@@ -18,15 +18,16 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from mt.config import (Config, DataConfig, DecodeConfig, ModelConfig, TokenizerConfig, config_from_dict,
-                       config_to_dict, save_config)
+from mt.config import Config, DecodeConfig, config_from_dict, config_to_dict, save_config
 from mt.core.errors import MtError, first_line
+from mt.data.config import DataConfig, TokenizerConfig
 from mt.data.script_conversion import sentencepiece_model
 from mt.data.tokenizer import PAD, Tokenizer
 from mt.exchange.checkpoint import (EXPORT_META_FILE, check_export_files, checkpoint_dir, export_meta,
                                    last_checkpoint, save_checkpoint, save_run_checkpoint, tokenizer_state)
 from mt.exchange.export import optional_package
 from mt.exchange.marian import check_logits, load_marian_weights
+from mt.model.config import ModelConfig
 from mt.model.transformer import ACTIVATIONS, Transformer
 
 

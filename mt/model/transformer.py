@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from mt.config import ModelConfig
+from mt.model.config import ModelConfig
 from mt.model.dropout import Dropout
 
 

@@ -9,10 +9,10 @@ import socket
 
 import uvicorn
 
-from mt.config import ServeConfig
 from mt.core.errors import MtError
 from mt.decode.translator import Translator
 from mt.serve.app import create_app
+from mt.serve.limits import ServeConfig
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from mt.core.scoring import score
 from mt.data.batching import make_batch, token_batches
 from mt.data.corpora import lengths
 from mt.data.tokenizer import PAD
-from mt.decode.search import Searcher
+from mt.decode.searcher import Searcher
 from mt.decode.translator import Translator
 from mt.train.trainer import Trainer
 

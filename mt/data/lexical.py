@@ -13,7 +13,6 @@ import re
 
 import numpy as np
 
-from mt.config import LexicalFilter
 from mt.data.word_translation import Sides, Table, chunks
 
 # A unit is a word, or one letter of a script written without spaces between words: Han (radicals, extension A,
@@ -32,9 +31,10 @@ def units(texts: list[str]) -> tuple[Sides, dict[str, int]]:
     return Sides(flat, lengths), vocabulary
 
 
-def lexical_keep(src_texts: list[str], tgt_texts: list[str], f: LexicalFilter) -> np.ndarray:
-    """Which pairs to keep [P]: those scoring above f.quantile of random pairings, each half of the pairs scored by
-    tables learned from (a sample of) the other half, both ways; a pair without known units on a side is kept."""
+def lexical_keep(src_texts: list[str], tgt_texts: list[str], quantile: float, max_pairs: int) -> np.ndarray:
+    """Which pairs to keep [P]: those scoring above `quantile` of random pairings, each half of the pairs scored by
+    tables learned from (a sample of at most max_pairs of) the other half, both ways; a pair without known units on
+    a side is kept."""
     keep = np.ones(len(src_texts), dtype=bool)
     if len(src_texts) < MIN_PAIRS:
         return keep
@@ -45,13 +45,13 @@ def lexical_keep(src_texts: list[str], tgt_texts: list[str], f: LexicalFilter) -
     half = rng.permutation(len(src_texts)) % 2
     for h in (0, 1):
         scored, learned = np.flatnonzero(half == h), rng.permutation(np.flatnonzero(half != h))
-        learned = np.sort(next(chunks(learned[:f.max_pairs], links_of)))
+        learned = np.sort(next(chunks(learned[:max_pairs], links_of)))
         src_learned, tgt_learned = src.take(learned), tgt.take(learned)
         tables = Table.learn(src_learned, tgt_learned, size), Table.learn(tgt_learned, src_learned, size)
-        pairings = rng.permutation(scored)[:f.max_pairs]
+        pairings = rng.permutation(scored)[:max_pairs]
         baseline = np.concatenate([score(tables, src.take(rows), tgt.take(rng.permutation(rows)))
                                    for rows in chunks(pairings, links_of)])
-        bound = np.nanquantile(baseline, f.quantile) if np.isfinite(baseline).any() else -np.inf
+        bound = np.nanquantile(baseline, quantile) if np.isfinite(baseline).any() else -np.inf
         for rows in chunks(scored, links_of):
             keep[rows] = ~(score(tables, src.take(rows), tgt.take(rows)) < bound)  # NaN: nothing known, kept
     return keep

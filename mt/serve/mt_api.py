@@ -1,0 +1,60 @@
+"""mt's own API and its page: POST /api/translate (each sentence's n-best with scores, mt translate's decoding
+options, cross-attention maps), GET /api/info (the model's facts, the cache's counts), and the page at /
+(mt/serve/web/index.html, one self-contained file: it works offline)."""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib import resources
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+
+from mt.core.errors import MtError
+from mt.serve.admission import Admission
+from mt.serve.answers import lines_json
+from mt.serve.errors import ApiError
+from mt.serve.pipeline import Pipeline
+from mt.serve.requests import DECODE_OPTIONS, TranslateRequest
+from mt.text.marks import Marked
+
+
+class MtApi:
+    """mt's own handlers and the page."""
+
+    def __init__(self, pipeline: Pipeline, admission: Admission, engine: str):
+        self.pipeline, self.admission, self.engine = pipeline, admission, engine
+        self.translator, self.limits = pipeline.translator, admission.bounds.limits
+        self.page = (resources.files("mt.serve") / "web" / "index.html").read_text(encoding="utf-8")
+
+    async def translate(self, request: Request) -> Response:
+        """{"q": text, "attention", and the decode options of `mt translate` by their names there: "beam", "alpha",
+        "nbest", "split", …} → each line's translation, its n-best (its sentences' rejoined) with scores, and its
+        sentences, each with its own n-best and, with "attention": true, each translation's cross-attention (per
+        layer, heads averaged; a CTranslate2 export's last layer only)."""
+        ask = await self.admission.admit(request, TranslateRequest)
+        try:
+            decode = self.translator.decode.replace(DECODE_OPTIONS, **ask.decode_values())
+        except MtError as e:
+            raise ApiError(400, str(e))
+        try:
+            self.limits.check_beam(decode.beam_size)
+        except MtError:
+            raise ApiError(400, f"beam {decode.beam_size}: this server allows at most {self.limits.max_beam}")
+        lines = ask.q.split("\n")
+        done = await self.pipeline.translate(request, [Marked(line) for line in lines], decode, ask.attention)
+        return JSONResponse({"decode": dataclasses.asdict(decode), "lines": lines_json(lines, done)})
+
+    async def info(self, request: Request) -> Response:
+        config, tokenizer = self.translator.config, self.translator.tokenizer
+        return JSONResponse({"engine": self.engine, "compute_type": self.translator.engine.compute_type,
+                             "source": config.data.src_lang, "target": config.data.tgt_lang, **self.translator.facts,
+                             "model": dataclasses.asdict(config.model),
+                             "vocabulary": {"source": tokenizer.src_vocab_size, "target": tokenizer.tgt_vocab_size,
+                                            "joint": tokenizer.joint},
+                             "decode": dataclasses.asdict(config.decode), "limits": dataclasses.asdict(self.limits),
+                             "cache": self.pipeline.cache.counts()})
+
+    async def index(self, request: Request) -> Response:
+        return HTMLResponse(self.page, headers={"Content-Security-Policy": "default-src 'self'; script-src "
+                                                "'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"})

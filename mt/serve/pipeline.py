@@ -1,0 +1,105 @@
+"""Texts through the model, for both APIs: each text split into sentences (mt/text/texts.py's split_for), the
+sentences the translation cache knows taken from it (mt/serve/translation_cache.py), the others decoded as one job
+of the BatchingWorker (mt/serve/batcher.py), which decodes concurrent requests together, and each text put back in
+its shape (finish), with its marks (HTML's inline elements, a document's runs) placed by the cross-attention."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from starlette.requests import Request
+
+from mt.config import DecodeConfig
+from mt.core.errors import MtError
+from mt.decode.translator import Translator
+from mt.serve.answers import Done
+from mt.serve.batcher import BatchingWorker, Busy
+from mt.serve.errors import ApiError
+from mt.serve.limits import ServeConfig
+from mt.serve.translation_cache import Cache
+from mt.text.marks import Marked
+from mt.text.texts import finish, split_for
+
+SHORT_TEXT = 2_000  # characters a request's texts may hold to be split and put back on the event loop's thread
+
+
+class Pipeline:
+    """split → cache → worker → rejoin, with one translator behind its worker. The worker runs between start and
+    stop (the application's lifespan)."""
+
+    def __init__(self, translator: Translator, limits: ServeConfig):
+        self.translator, self.limits = translator, limits
+        self.cache = Cache(limits.cache_size)
+        self.worker: BatchingWorker | None = None
+
+    def start(self) -> None:
+        self.worker = BatchingWorker(self.translator, self.limits.batch_wait_ms, self.limits.batch_tokens,
+                                     self.limits.queue_size)
+
+    def stop(self) -> None:
+        self.worker.stop()
+
+    async def translate(self, request: Request, texts: list[Marked], decode: DecodeConfig,
+                        attention: bool = False) -> Done:
+        """The texts through the model: split into sentences (unless decode.split_sentences is off), the sentences
+        translated, the texts put back. Placing marks reads the model again (mt/text/align.py): then the texts are
+        put back on the worker's thread. A long text is split and put back in a thread, as that takes a while and
+        the server answers others meanwhile; a short one right here, which spares a cache hit two thread hops."""
+        short = sum(len(text.text) for text in texts) <= SHORT_TEXT
+
+        async def step(function, *args):
+            return function(*args) if short else await asyncio.to_thread(function, *args)
+
+        split = await step(split_for, self.translator, texts, decode.split_sentences)
+        found, maps = await self._sentences(request, [s.text for s in split.sentences], decode, attention)
+        if any(sentence.spans for sentence in split.sentences):
+            put_back = await self._on_worker(request, self.worker.call, lambda: finish(self.translator, split, found))
+        else:
+            put_back = await step(finish, self.translator, split, found)
+        return Done(split, found, maps, put_back)
+
+    async def _sentences(self, request: Request, sentences: list[str], decode: DecodeConfig, attention: bool):
+        """Each sentence's n-best, and with `attention` each translation's attention map. From the cache where it
+        has them and no map is asked for; the others (each once) from the worker, as one job."""
+        settings = dataclasses.astuple(decode)
+        found = [None if attention else self.cache.get((sentence, settings)) for sentence in sentences]
+        todo = list(dict.fromkeys(sentence for sentence, hit in zip(sentences, found) if hit is None))
+        done, maps = {}, {}
+        if todo:
+            nbests, attentions = await self._on_worker(request, self.worker.submit, todo, decode, attention)
+            for sentence, nbest in zip(todo, nbests):
+                self.cache.put((sentence, settings), nbest)
+            done, maps = dict(zip(todo, nbests)), dict(zip(todo, attentions or []))
+        found = [hit or done[sentence] for sentence, hit in zip(sentences, found)]
+        return found, [maps.get(sentence, [None] * len(nbest)) for sentence, nbest in zip(sentences, found)]
+
+    async def _on_worker(self, request: Request, submit, *args):
+        """What the worker gives for work queued with `submit` (its submit or call). A client that leaves while
+        its request waits cancels the work, which the worker then skips."""
+        try:
+            job = submit(*args)
+        except Busy:
+            raise ApiError(503, "The server is busy; try again in a moment")
+        result = asyncio.wrap_future(job)
+        client_left = asyncio.ensure_future(_disconnected(request))
+        try:
+            done, _ = await asyncio.wait({result, client_left}, timeout=self.limits.request_timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            client_left.cancel()
+        if result not in done:
+            job.cancel()
+            raise ApiError(503, "Translation timed out in the queue" if not done else "Client disconnected")
+        try:
+            return result.result()
+        except MtError as e:  # a refusal: e.g. marks to place with an engine that gives no attention
+            raise ApiError(400, f"Invalid request: {e}") from e
+        except Exception as e:  # the worker has logged it: an ApiError, unlike other faults, is not logged again
+            raise ApiError(500, f"Cannot translate text: {e}") from e
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has closed its connection."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
