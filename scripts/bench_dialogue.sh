@@ -24,14 +24,7 @@ TVSUB=${TVSUB:-../shared/data/zh-en/tvsub}
 DEV=${DEV:-data/tvsub}
 TATOEBA=${TATOEBA:-../shared/data/zh-en/tatoeba}
 source scripts/sets.sh
-figures=()  # --figure NAME=VALUE options for the record
-scores() {  # NAME MT-EVALUATE-OPTION…: mt evaluate, its output shown and its BLEU and chrF kept as figures
-  local name=$1 said; shift
-  said=$(mt evaluate "$@")
-  echo "$said"
-  figures+=(--figure "$name BLEU=$(awk '/^BLEU/ {print $2}' <<< "$said")"
-            --figure "$name chrF=$(awk '/^chrF/ {print $2}' <<< "$said")")
-}
+source scripts/figures.sh
 mkdir -p "$DEV"
 cp "$TVSUB/dev.zh" "$DEV/dev.zh"
 python - "$TVSUB/dev.en" "$DEV/dev.en" <<'PY'

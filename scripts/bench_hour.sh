@@ -26,14 +26,7 @@ TUNE_CONFIG=${TUNE_CONFIG:-configs/tatoeba-cpu.yaml}
 DATA=${DATA:-../shared/data/zh-en/tatoeba}
 source scripts/sets.sh
 source scripts/choose.sh
-figures=()  # --figure NAME=VALUE options for the record
-scores() {  # NAME MT-EVALUATE-OPTION…: mt evaluate, its output shown and its BLEU and chrF kept as figures
-  local name=$1 said; shift
-  said=$(mt evaluate "$@")
-  echo "$said"
-  figures+=(--figure "$name BLEU=$(awk '/^BLEU/ {print $2}' <<< "$said")"
-            --figure "$name chrF=$(awk '/^chrF/ {print $2}' <<< "$said")")
-}
+source scripts/figures.sh
 start=$(date +%s)
 minutes_since_start() { python -c "print(round(($(date +%s) - $start) / 60, 2))"; }
 first_stage() {  # PREPARED: the minutes TOTAL leaves the dialogue stage after PREPARED minutes, or why none

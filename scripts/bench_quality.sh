@@ -25,14 +25,7 @@ DATA=${DATA:-../shared/data/zh-en/tatoeba}
 ALPHAS=${ALPHAS:-0.6 1.0}
 source scripts/sets.sh
 source scripts/choose.sh
-figures=()  # --figure NAME=VALUE options for the record
-scores() {  # NAME MT-EVALUATE-OPTION…: mt evaluate, its output shown and its BLEU and chrF kept as figures
-  local name=$1 said; shift
-  said=$(mt evaluate "$@")
-  echo "$said"
-  figures+=(--figure "$name BLEU=$(awk '/^BLEU/ {print $2}' <<< "$said")"
-            --figure "$name chrF=$(awk '/^chrF/ {print $2}' <<< "$said")")
-}
+source scripts/figures.sh
 # Stopped by the clock, the run has no last update to decay to: it takes the paper's decay.
 mt train -c "$CONFIG" --run-dir "$RUN" --set train.max_minutes="$MINUTES" --set train.max_steps=1000000 \
   --set train.decay=inverse_sqrt --set train.keep_last=3 "${sets[@]}"

@@ -502,5 +502,5 @@ def test_fuzz_atheris(tmp_path):
     assert all(row["libFuzzer edges"] > 0 for row in entry["figures"])
 
 
-# scripts/gen_config_docs.py is run by tests/test_config.py (--check); scripts/setup.sh and test.sh by everyone;
-# scripts/sets.sh by the recipes above.
+# scripts/gen_config_docs.py is run by tests/test_config.py (--check), scripts/gen_benchmarks.py by tests/test_docs.py;
+# scripts/setup.sh and test.sh by everyone; scripts/sets.sh and figures.sh by the recipes above.
