@@ -619,7 +619,8 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
         test = evaluate_test_set(translator, *read_test_set(translator.config.data), translator.decode)
         log.info("test set: " + " | ".join(test.lines()))
     export_huggingface(source, huggingface, test)
-    log.info(f"exported {source} → {huggingface} (use it with: pipeline(\"translation\", model=\"{huggingface}\"))")
+    log.info(f"exported {source} → {huggingface} (use it with MarianMTModel.from_pretrained and "
+             f"MarianTokenizer.from_pretrained; its README.md shows how)")
 
 
 @app.command("import")

@@ -115,7 +115,9 @@ def commit() -> tuple[str, bool]:
     def git(*args: str) -> str:
         run = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
         return run.stdout.strip() if run.returncode == 0 else ""
-    return git("rev-parse", "HEAD") or "unknown", bool(git("status", "--porcelain", "--untracked-files=no"))
+    # the results file itself changes as runs append to it: that is not the code under measurement
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results")
+    return git("rev-parse", "HEAD") or "unknown", bool(changed)
 
 
 def record(script: str, title: str, figures: list[dict] | dict, command: str | None = None,

@@ -1,5 +1,6 @@
 """Hugging Face Transformers: a checkpoint as a MarianMTModel directory that `transformers` loads with no code of
-ours (`MarianMTModel.from_pretrained`, `MarianTokenizer.from_pretrained`, `pipeline("translation", model=DIR)`).
+ours (`MarianMTModel.from_pretrained`, `MarianTokenizer.from_pretrained`; `pipeline("translation", model=DIR)`
+with transformers 4).
 
 The export maps box to box, with the residual stream's coordinates in Marian's order (mt/exchange/marian.py), so
 the exported model equals ours. Pre-LN and learned positions have no Marian equivalent: refused.
