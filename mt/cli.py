@@ -1,123 +1,40 @@
 """The `mt` command line: parses options, loads the config, calls one function per command.
 
 A user's mistake (MtError) is printed as one line on stderr with a non-zero exit; `--debug` shows the traceback.
-Each command imports what it needs when it runs, so that `mt --help` answers without loading torch.
+Each command imports what it needs when it runs, so that `mt --help` answers without loading torch. The options
+that several commands share, and the model a command translates with, are declared in mt/options.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import importlib.util
-import inspect
 import logging
-import os
 import sys
 import typing
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 import typer
 
-from mt.core.atomic import CHECKPOINT, DOCX, PNG, TEXT, atomic_open, atomic_write_bytes, check_replaceable
-from mt.config import DecodeConfig, Device, Engine, Keep
+from mt.config import Device, Keep
+from mt.core.atomic import CHECKPOINT, PNG, TEXT, check_outputs
 from mt.core.console import setup_logging
 from mt.core.errors import MtError
-from mt.core.lines import BOM, Encoding, file_encoding
 from mt.core.memory import bound_kernel_cache, use_huge_pages
-from mt.core.openmp import load_ctranslate2_first, without_a_thread_team
-from mt.core.schema import flag_of, help_of
+from mt.core.openmp import without_a_thread_team
+from mt.options import (CheckpointOption, ConfigOption, DeviceOption, ModelChoice, RunDirOption, SetOption,
+                        config_options, decode_options, decoding, model_options, served_model_options,
+                        split_and_decode, teacher_options)
 from mt.serve.limits import ServeConfig
 
 log = logging.getLogger(__name__)
 
-CHUNK_LINES = 2000  # lines read, sorted by length and translated together when streaming
 TextFormat = Literal["text", "html"]
-DOCUMENTS = {".html", ".htm", ".srt", ".docx"}  # --input suffixes translated as documents (mt/text/documents.py)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train and use Transformer translation models (Attention Is All You Need).")
-
-ConfigOption = Annotated[list[Path], typer.Option(
-    "--config", "-c", help="YAML config; repeat to layer files (later ones override earlier ones).")]
-SetOption = Annotated[Optional[list[str]], typer.Option(
-    "--set", help="Override one config key, e.g. --set train.max_steps=200 (repeatable).")]
-RunDirOption = Annotated[Optional[str], typer.Option("--run-dir", help="Default: runs/<config name>.")]
-DeviceOption = Annotated[Optional[Device], typer.Option(
-    "--device", help="auto: cuda when there is a GPU, else cpu (mt train: default train.device).")]
-CheckpointOption = Annotated[Optional[Path], typer.Option(
-    "--checkpoint", help="Default: best.pt of the most recently trained run under runs/.")]
-EnsembleOption = Annotated[Optional[list[Path]], typer.Option(
-    "--checkpoint", help="Default: best.pt of the most recently trained run under runs/. Repeat to translate with "
-    "an ensemble of models that share a vocabulary (their log-probabilities averaged at every step).")]
-WeightsOption = Annotated[Optional[list[float]], typer.Option(
-    "--weights", help="With several --checkpoint: each model's weight in the ensemble, in order (repeatable; "
-    "default equal).")]
-
-
-def _engine_chosen(engine: Engine) -> Engine:
-    if engine == "ctranslate2":  # while parsing, before the command loads torch
-        load_ctranslate2_first()
-    return engine
-
-
-EngineOption = Annotated[Engine, typer.Option(
-    "--engine", help="mt, or ctranslate2 to use a model made by `mt export --ctranslate2 DIR` "
-    "(--checkpoint DIR; default: the latest run's ctranslate2/).", callback=_engine_chosen)]
-ComputeTypeOption = Annotated[str, typer.Option(
-    "--compute-type", help="mt's engine: float32 (auto, default), or bfloat16: products by bf16 weights, where "
-    "the CPU (AVX512-BF16 or AMX) or GPU has them in hardware. --engine ctranslate2: CTranslate2's compute type "
-    "(default, float32, int8, int8_float32, int16, float16, bfloat16, …; default: the export's own); auto: int8 "
-    "where it is faster (an Intel CPU with 8-bit products in hardware, VNNI; an AMD CPU with AVX2 and no AVX-512), "
-    "else default.")]
-
-
-def config_options(name: str, section: type, panel: str, given_only: bool = False):
-    """A command gets one option per key of the config section `section` (its name from the key's flag, its help
-    from the key's), and receives them as `name`: an instance of the section, or with `given_only` a dict of the
-    keys whose options were given (the others stay the checkpoint's). The options are declared once, as the
-    section's keys, like fairseq's options made from its dataclasses."""
-    hints = typing.get_type_hints(section)
-    keys = dataclasses.fields(section)
-
-    def option(f: dataclasses.Field) -> inspect.Parameter:
-        kind = hints[f.name]
-        kind = typing.get_args(kind)[0] if typing.get_origin(kind) is Annotated else kind
-        return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
-                                 annotation=Annotated[Optional[kind] if given_only else kind,
-                                                      typer.Option(_switch(flag_of(f)) if kind is bool else flag_of(f),
-                                                                   help=help_of(f),
-                                                                   rich_help_panel=panel)],
-                                 default=None if given_only else f.default)
-
-    def decorate(command):
-        own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != name]
-
-        @functools.wraps(command)
-        def with_section(**values):
-            chosen = {f.name: values.pop(f.name) for f in keys}
-            values[name] = ({k: v for k, v in chosen.items() if v is not None} if given_only
-                            else section(**chosen))
-            return command(**values)
-
-        parameters = own + [option(f) for f in keys]
-        with_section.__signature__ = inspect.Signature(parameters)
-        with_section.__annotations__ = {p.name: p.annotation for p in parameters}
-        return with_section
-
-    return decorate
-
-
-def _switch(flag: str) -> str:
-    """A yes/no key's pair of options: --split/--no-split."""
-    return f"{flag}/--no-{flag[2:]}"
-
-
-DECODE_FLAGS = {f.name: flag_of(f) for f in dataclasses.fields(DecodeConfig)}  # for errors that name the option
-decode_options = config_options("decode", DecodeConfig, "Decoding (default: the checkpoint's decode settings)",
-                                given_only=True)
 
 
 @dataclass
@@ -196,17 +113,19 @@ def average(run_dir: Annotated[Path, typer.Argument(help="A run directory (holdi
             output: Annotated[Optional[Path], typer.Option(
                 "--output", "-o", help="Default: RUN_DIR/checkpoints/average.pt")] = None):
     """Average the weights of a run's last N checkpoints into one checkpoint for translate and evaluate."""
-    from mt.exchange.checkpoint import average_checkpoints, checkpoint_dir, save_checkpoint
+    from mt.core.run_dir import RunDir
+    from mt.exchange.checkpoint import average_checkpoints, save_checkpoint
 
-    output = output or checkpoint_dir(run_dir) / "average.pt"
-    _check_outputs((output, CHECKPOINT))
-    state = average_checkpoints(run_dir, last)
-    save_checkpoint(state, output)
-    log.info(f"averaged {', '.join(state['averaged'])} → {output}")
+    output = output or RunDir(run_dir).average
+    check_outputs((output, CHECKPOINT))
+    averaged = average_checkpoints(run_dir, last)
+    save_checkpoint(averaged, output)
+    log.info(f"averaged {', '.join(averaged.averaged)} → {output}")
 
 
 @app.command()
 @decode_options
+@model_options
 def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to translate.")] = None,
               input: Annotated[Optional[Path], typer.Option(
                   "--input", "-i", help="A text file (.txt or any other name: one or more sentences per line), or a "
@@ -215,104 +134,38 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
                   "--output", "-o", help="Where the translation goes, in the input's format.")] = None,
               format: Annotated[Optional[TextFormat], typer.Option(
                   "--format", help="text, or html: the input is HTML (default: by --input's suffix).")] = None,
-              checkpoint: EnsembleOption = None, weights: WeightsOption = None, device: DeviceOption = "auto",
-              engine: EngineOption = "mt", compute_type: ComputeTypeOption = "auto", decode: dict | None = None,
               attention: Annotated[Optional[Path], typer.Option(
                   "--attention", help="Draw the cross-attention of the translation of one sentence into this PNG: "
                   "a panel per decoder layer, heads averaged.")] = None,
               layer: Annotated[Optional[int], typer.Option("--layer", help="With --attention: this layer only.")]
               = None,
               head: Annotated[Optional[int], typer.Option("--head", help="With --attention: this head only "
-                                                          "(of --layer, default the last).")] = None):
+                                                          "(of --layer, default the last).")] = None,
+              model: ModelChoice | None = None, decode: dict | None = None):
     """Translate texts given as arguments, in --input FILE, or on stdin (line by line).
 
     Each line is split into sentences (--no-split: translated whole) and its translation keeps its shape. Documents
     (.html, .srt, .docx) keep their markup, timings and styles. Plain text is read and translated in chunks, and
     each chunk's lines are written as soon as they are done.
     """
+    from mt.text.documents import check_output_format
+    from mt.text.files import output_kind, read_source
+
     if text and input:
         raise MtError("give sentences as arguments or --input FILE, not both")
-    if attention is not None and (len(text or []) != 1 or engine != "mt"):
-        raise MtError("--attention draws one translation: give one sentence as an argument (engine mt)")
-    document = format == "html" or (input is not None and format is None and input.suffix.lower() in DOCUMENTS)
-    _check_output_format(input, output, format)
-    _check_outputs((output, DOCX if output is not None and output.suffix.lower() == ".docx" else TEXT),
-                   (attention, PNG), inputs=(input,))
-    if document:
-        return _translate_document(text, input, output, format, checkpoint, weights, device, engine, compute_type,
-                                   decode)
-    from tqdm import tqdm
-
-    from mt.decode.translator import Translation, load_translator, translate_stream
-    from mt.text.texts import translate_texts
-
-    lines, chunk = _input_lines(text, input)  # first: a missing input file is reported before the model loads
-    encoding = file_encoding(input) if input is not None else Encoding()  # the input's, kept in its translation
-    if encoding.bom:  # the mark is the file's, not its first line's
-        lines = (line.removeprefix(BOM) if n == 0 else line for n, line in enumerate(lines))
-    translator = load_translator(checkpoint, device, engine, weights, compute_type)
-    split, decode = _split_and_decode(translator, decode)
-
-    def translate_chunk(lines: list[str], first: int) -> list[list[Translation]]:
-        if decode.nbest == 1:
-            return [[Translation(t, 0.0)] for t in translate_texts(translator, lines, decode, split)]
-        return translator.translate(lines, decode, first)  # n-best lists are of whole lines, cut to fit the model
-
-    results = translate_stream(translate_chunk, lines, chunk)
-    # A progress bar for a person watching the terminal while the translations go to a file or a pipe.
-    bar = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty()) and not text
-    with _line_writer(output, encoding) as write:
-        for i, hyps in enumerate(tqdm(results, unit=" lines", disable=not bar, file=sys.stderr)):
-            if decode.nbest == 1:
-                write(hyps[0].text)
-            else:
-                for t in hyps:
-                    write(f"{i} ||| {t.text} ||| {t.score:.4f}")
+    if attention is not None and (len(text or []) != 1 or model.engine != "mt" or format == "html"):
+        raise MtError("--attention draws one translation: give one sentence as an argument (engine mt, plain text)")
+    check_output_format(input, output, format)
+    check_outputs((output, output_kind(output)), (attention, PNG), inputs=(input,))
+    source = read_source(text, input, format, output)  # first: a bad input is reported before the model loads
+    translator = model.load()
+    split, decode = split_and_decode(translator, decode)
+    last = source.translate(translator, decode, split)
     if attention is not None:
         from mt.plots import draw_attention
 
-        draw_attention(translator.attention(text[0], hyps[0].text), attention, layer, head)
+        draw_attention(translator.attention(text[0], last), attention, layer, head)
         log.info(f"attention map → {attention}")
-
-
-def _split_and_decode(translator, given: dict) -> tuple[bool, DecodeConfig]:
-    """Whether to split sentences, and the decode settings: the checkpoint's, with the options given."""
-    given = dict(given)
-    split = given.pop("split_sentences", translator.decode.split_sentences)
-    return split, _decoding(translator, given)
-
-
-def _decoding(translator, given: dict, **fixed) -> DecodeConfig:
-    """The checkpoint's decode settings with the options given; a shortlist is read now, so that a bad one is
-    reported before anything is translated."""
-    decode = translator.decode.replace(DECODE_FLAGS, **given, **fixed)
-    if decode.shortlist:
-        translator.engine.shortlist(decode.shortlist)
-    return decode
-
-
-def _translate_document(text, input, output, format, checkpoint, weights, device, engine, compute_type, decode):
-    """An HTML text, or a document file, translated whole and written in its own format."""
-    from mt.core.lines import read_bytes
-    from mt.decode.translator import load_translator
-    from mt.text.documents import read_document
-    from mt.text.texts import translate_marked
-
-    if input is not None:
-        data, name = read_bytes(input), input.name if format is None else f"{input.stem}.html"
-    else:
-        data, name = ("\n".join(text) if text else sys.stdin.read()).encode("utf-8"), "stdin.html"
-    found = read_document(name, data)  # first: a bad file is reported before the model loads
-    translator = load_translator(checkpoint, device, engine, weights, compute_type)
-    split, decode = _split_and_decode(translator, decode)
-    result = found.render(translate_marked(translator, found.texts, decode, split))
-    if output is not None:
-        atomic_write_bytes(output, result, DOCX if output.suffix.lower() == ".docx" else TEXT)
-    elif name.lower().endswith(".docx"):
-        raise MtError(f"{input}: a Word document's translation needs --output FILE.docx")
-    else:
-        sys.stdout.write(result.decode("utf-8"))
-        sys.stdout.flush()
 
 
 @app.command()
@@ -320,9 +173,10 @@ def plot(run_dir: Annotated[Path, typer.Argument(help="A run directory (with its
          output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Default: RUN_DIR/training.png")]
          = None):
     """Draw a run's training curves: loss (training and dev), learning rate, dev BLEU/chrF and tokens/s."""
+    from mt.core.run_dir import RunDir
     from mt.plots import plot_training
 
-    output = output or run_dir / "training.png"
+    output = output or RunDir(run_dir).plot
     plot_training(run_dir, output)
     log.info(f"training curves → {output}")
 
@@ -330,95 +184,15 @@ def plot(run_dir: Annotated[Path, typer.Argument(help="A run directory (with its
 @app.command()
 def info(checkpoint: Annotated[Path, typer.Argument(help="A checkpoint file.")]):
     """Describe a checkpoint: step, parameters, vocabularies, dev scores with their sacreBLEU signature, config."""
-    import textwrap
+    from mt.exchange.checkpoint import describe
 
-    import torch
-    import yaml
-
-    from mt.exchange.checkpoint import cleaning_line, load_model, started_how
-
-    model, tok, _, state = load_model(checkpoint, torch.device("cpu"))
-    dev = state.get("dev") or {}
-    vocab = (f"{tok.src_vocab_size:,} pieces, joint" if tok.joint
-             else f"{tok.src_vocab_size:,} source and {tok.tgt_vocab_size:,} target pieces")
-    averaged = f" (average of {', '.join(state['averaged'])})" if "averaged" in state else ""
-    print(f"checkpoint: {checkpoint}{averaged}")
-    print(f"step: {state.get('step', 0):,}")
-    if "imported" in state:
-        print(f"imported from: {state['imported']['from']} (mt import --{state['imported']['format']})")
-    started = state.get("init_from")
-    while started:  # fine-tuned from a checkpoint, itself perhaps fine-tuned from another
-        print(f"started from: {started['checkpoint']} (step {started['step']:,}){started_how(started)}")
-        started = started.get("from")
-    print(f"parameters: {sum(p.numel() for p in model.parameters()):,}")
-    print(f"vocabulary: {vocab} (hash {state['tokenizer']['vocab_hash']})")
-    print(cleaning_line(state.get("cleaning")))
-    if "dev_bleu" in dev:
-        print(f"dev: BLEU {dev['dev_bleu']:.2f}, chrF {dev['dev_chrf']:.2f}, loss {dev['dev_loss']:.3f}, "
-              f"perplexity {dev['dev_ppl']:.1f} (greedy search)")
-        print(f"  BLEU signature: {dev.get('bleu_signature', 'not recorded by this checkpoint')}")
-        print(f"  chrF signature: {dev.get('chrf_signature', 'not recorded by this checkpoint')}")
-    else:
-        print("dev: not validated at this checkpoint")
-    print("config:\n" + textwrap.indent(yaml.safe_dump(state["config"], sort_keys=False, allow_unicode=True), "  "),
-          end="")
-
-
-def _check_output_format(input: Path | None, output: Path | None, format: str | None) -> None:
-    """Refuse, before any work, an --output whose suffix names another document format than the translation's (a
-    subtitle file's translation named .docx); any text (plain, HTML, subtitles) may go to a .txt file or one whose
-    suffix names no format."""
-    if output is None:
-        return
-    from mt.text.documents import FORMATS
-
-    made = "HTML" if format == "html" else FORMATS.get(input.suffix.lower(), "text") if input else "text"
-    named = FORMATS.get(output.suffix.lower())
-    word = made == "Word document"
-    if named != made and (named not in (None, "text") or word):
-        endings = ", ".join(suffix for suffix, kind in FORMATS.items() if kind == made or (kind == "text" and not word))
-        said = f"its suffix names {_a(named)}, but " if named else ""
-        raise MtError(f"--output {output}: {said}the translation is {_a(made)}; choose a name ending in {endings}"
-                      + ("" if word else ", or a suffix that names no format"))
-
-
-def _a(kind: str) -> str:
-    """A format's name as a phrase: "a Word document", "HTML", "text"."""
-    return "a Word document" if kind == "Word document" else kind
-
-
-def _check_outputs(*outputs, inputs: tuple = ()) -> None:
-    """Refuse, before any work, output paths given as (path or None, kind) where something of another kind is, or
-    that are one of the command's `inputs` (paths or None): its result would replace what it reads."""
-    for path, kind in outputs:
-        if path is None:
-            continue
-        check_replaceable(path, kind)
-        for read in inputs:
-            if read is not None and path.is_file() and Path(read).is_file() and os.path.samefile(path, read):
-                raise MtError(f"{path}: it is also this command's input, which its output would replace; "
-                              f"choose another path")
-
-
-def _input_lines(text: list[str] | None, input: Path | None):
-    """The lines to translate and how many to translate at a time: the arguments all at once, a file or
-    piped stdin in chunks, and a person typing at a terminal line by line."""
-    from mt.core.lines import iter_file_lines, iter_lines
-
-    if text:
-        return text, len(text)
-    if input is not None:
-        return iter_file_lines(input), CHUNK_LINES  # opened now: a missing file is reported first
-    if sys.stdin.isatty():
-        log.info("reading sentences from stdin (Ctrl-D to end)")
-        return iter_lines(sys.stdin.buffer, "stdin"), 1
-    return iter_lines(sys.stdin.buffer, "stdin"), CHUNK_LINES
+    print(describe(checkpoint), end="")
 
 
 @app.command()
 @decode_options
-def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
-             config: Annotated[Optional[list[Path]], typer.Option(
+@model_options
+def evaluate(config: Annotated[Optional[list[Path]], typer.Option(
                  "--config", "-c", help="Take the test set from this config instead of the checkpoint's.")] = None,
              set_: SetOption = None,
              src: Annotated[Optional[Path], typer.Option("--src", help="Source file to translate.")] = None,
@@ -426,7 +200,7 @@ def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
              hyp: Annotated[Optional[Path], typer.Option("--hyp", help="Score this output; translate nothing.")] = None,
              tgt_lang: Annotated[Optional[str], typer.Option("--tgt-lang", help="For --hyp (default en).")] = None,
              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Save the translations.")] = None,
-             device: DeviceOption = "auto", decode: dict | None = None):
+             model: ModelChoice | None = None, decode: dict | None = None):
     """Translate a test set (the config's, or --src/--ref) and print sacreBLEU BLEU and chrF with signatures."""
     if hyp is not None:  # scoring alone: no torch to load
         from mt.core.lines import read_lines
@@ -438,17 +212,16 @@ def evaluate(checkpoint: EnsembleOption = None, weights: WeightsOption = None,
         return
     if src is not None and not ref:
         raise MtError("--src needs at least one --ref")
-    _check_outputs((output, TEXT), inputs=(src, *(ref or [])))
+    check_outputs((output, TEXT), inputs=(src, *(ref or [])))
     from mt.decode.evaluate import evaluate as evaluate_test_set, read_test_files, read_test_set
-    from mt.decode.translator import load_translator
 
-    translator = load_translator(checkpoint, device, weights=weights)
+    translator = model.load()
     if src is not None:
         sources, references = read_test_files(src, ref)
     else:
         sources, references = read_test_set(_load(config, set_).data if config else translator.config.data)
     split = decode.pop("split_sentences", False)  # a test set's lines are aligned with its references' lines
-    decode = _decoding(translator, decode)
+    decode = decoding(translator, decode)
     translate = None
     if split:
         from mt.text.texts import translate_texts
@@ -469,25 +242,25 @@ def _parallel_lines(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
 
 
 @app.command()
+@model_options
 def score(src: Annotated[Path, typer.Option("--src", help="Source lines.")],
           tgt: Annotated[Path, typer.Option("--tgt", help="Their translations, one per source line.")],
-          checkpoint: EnsembleOption = None, weights: WeightsOption = None, engine: EngineOption = "mt",
-          compute_type: ComputeTypeOption = "auto", device: DeviceOption = "auto",
-          output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the scores here.")] = None):
+          output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the scores here.")] = None,
+          model: ModelChoice | None = None):
     """Score given translations (forced decoding): for each pair of lines, the model's log-probability of the
     translation, end of sentence included, and its mean per token, as `LOG_PROB<TAB>MEAN`."""
     import math
     import time
 
-    from mt.decode.translator import load_translator
+    from mt.text.files import line_writer
 
-    _check_outputs((output, TEXT), inputs=(src, tgt))
+    check_outputs((output, TEXT), inputs=(src, tgt))
     sources, targets = _parallel_lines(src, tgt)  # first: bad input is reported before the model loads
-    translator = load_translator(checkpoint, device, engine, weights, compute_type)
+    translator = model.load()
     start = time.perf_counter()
     scores = translator.score(sources, targets)
     seconds = time.perf_counter() - start
-    with _line_writer(output) as write:
+    with line_writer(output) as write:
         for pair in scores:
             write(f"{pair.log_prob:.4f}\t{pair.mean:.4f}")
     tokens = sum(pair.tokens for pair in scores)
@@ -499,36 +272,32 @@ def score(src: Annotated[Path, typer.Option("--src", help="Source lines.")],
 
 @app.command()
 @decode_options
-def distill(teacher: Annotated[list[Path], typer.Option(
-                "--teacher", help="A checkpoint, or a CTranslate2 export with --engine ctranslate2; repeat for an "
-                "ensemble.")],
-            source: Annotated[list[Path], typer.Option(
+@teacher_options
+def distill(source: Annotated[list[Path], typer.Option(
                 "--source", "-s", help="Source-language text, one sentence per line (repeatable): the training "
                 "corpus's source side, and any monolingual text.")],
             output: Annotated[Path, typer.Option(
                 "--output", "-o", help="The new corpus's directory: train.<src> and train.<tgt>. A stopped "
                 "distillation there continues where it was.")],
-            weights: WeightsOption = None, device: DeviceOption = "auto", engine: EngineOption = "mt",
-            compute_type: ComputeTypeOption = "auto", decode: dict | None = None):
+            model: ModelChoice | None = None, decode: dict | None = None):
     """Translate source text with a teacher into a training corpus for a student: sequence-level knowledge
     distillation (beam search), or back-translation (a reverse model, --sample). Each line is translated whole."""
     from tqdm import tqdm
 
     from mt.core.lines import iter_file_lines
     from mt.decode.distill import corpus_files, distill as distill_corpus, recipe
-    from mt.decode.translator import load_translator
 
     for path in source:
         if not path.is_file():
             raise MtError(f"{path}: no such file")
-    translator = load_translator(teacher, device, engine, weights, compute_type)
+    translator = model.load()
     decode.pop("split_sentences", None)  # a training line is one pair, translated whole
-    decode = _decoding(translator, decode, split_sentences=False)
+    decode = decoding(translator, decode, split_sentences=False)
     if decode.nbest != 1:
         raise MtError("--nbest: a distillation keeps the best translation of each line")
     total = sum(1 for path in source for _ in iter_file_lines(path))
     with tqdm(total=total, unit=" lines", disable=not sys.stderr.isatty(), file=sys.stderr) as bar:
-        made_by = recipe(teacher, source, decode, engine, translator.engine.compute_type)
+        made_by = recipe(model.checkpoints, source, decode, model.engine, translator.engine.compute_type)
         done = distill_corpus(translator, made_by, source, output, decode, bar.update)
     src, tgt = corpus_files(output, translator)
     log.info(f"{done.pairs:,} pairs → {src} and {tgt}; train a student on them: data.train: {{path: "
@@ -558,7 +327,7 @@ def shortlist(output: Annotated[Path, typer.Option("--output", "-o", help="The s
 
     if (src is None) != (tgt is None):
         raise MtError("give both --src and --tgt (parallel lines), or neither (the checkpoint's training corpora)")
-    _check_outputs((output, SHORTLIST))
+    check_outputs((output, SHORTLIST))
     sources, targets = _parallel_lines(src, tgt) if src is not None else ([], [])  # bad input before the model
     source = checkpoint or default_checkpoint()
     _, tokenizer, config, _ = load_model(source, torch.device("cpu"))
@@ -600,7 +369,7 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
         from mt.decode.ctranslate2 import vocabulary_map
         from mt.exchange.ctranslate2 import EXPORT, export_ctranslate2
 
-        _check_outputs((ctranslate2, EXPORT))
+        check_outputs((ctranslate2, EXPORT))
         vmap = None if shortlist is None else lambda tokenizer: vocabulary_map(shortlist, tokenizer,
                                                                                tokenizer.vocab_hash)
         export_ctranslate2(source, ctranslate2, quantization, vmap)
@@ -609,7 +378,7 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
         return
     from mt.exchange.huggingface import EXPORT, export_huggingface
 
-    _check_outputs((huggingface, EXPORT))  # before the test set is translated
+    check_outputs((huggingface, EXPORT))  # before the test set is translated
     test = None
     if evaluate:
         from mt.decode.evaluate import evaluate as evaluate_test_set, read_test_set
@@ -644,53 +413,33 @@ def import_(huggingface: Annotated[str, typer.Option(
 @app.command()
 @decode_options
 @config_options("limits", ServeConfig, "Limits and batching")
-def serve(checkpoint: CheckpointOption = None, engine: EngineOption = "mt", compute_type: ComputeTypeOption = "auto",
-          device: DeviceOption = "auto",
-          host: Annotated[str, typer.Option("--host", help="The address to listen on: 127.0.0.1 is this machine "
+@served_model_options
+def serve(host: Annotated[str, typer.Option("--host", help="The address to listen on: 127.0.0.1 is this machine "
                                             "only; 0.0.0.0 (or ::) every interface.")] = "127.0.0.1",
           port: Annotated[int, typer.Option("--port", help="0: any free port (the log line says which).")] = 5000,
           api_keys: Annotated[Optional[Path], typer.Option(
               "--api-keys", help="A file of API keys, one per line: /translate then needs one of them.")] = None,
-          limits: ServeConfig | None = None, decode: dict | None = None):
+          model: ModelChoice | None = None, limits: ServeConfig | None = None, decode: dict | None = None):
     """Serve a model over HTTP: LibreTranslate's API (its clients work unchanged), mt's own API, and a page to try
     it in at /. Concurrent requests are decoded together. SIGTERM or Ctrl-C finish the requests in flight, then stop.
     Needs the serve extra (the README's set-up installs it)."""
     if any(importlib.util.find_spec(package) is None for package in ("limits", "starlette", "uvicorn")):
         raise MtError('mt serve needs the serve extra: pip install -e ".[serve]"', exit_code=1)
     from mt.serve.server import read_api_keys, serve as run_server
-    from mt.decode.translator import load_translator
 
     limits.checked()
     keys = read_api_keys(api_keys) if api_keys else frozenset()
     # The worker thread decodes; this one only loads. CTranslate2 starts no torch team here, and its translator
     # keeps the thread count it is built with: torch's, one per core.
-    with without_a_thread_team() if engine == "mt" else nullcontext():
-        translator = load_translator(checkpoint, device, engine, compute_type=compute_type)
-    translator.config.decode = _decoding(translator, decode)  # the server's defaults
+    with without_a_thread_team() if model.engine == "mt" else nullcontext():
+        translator = model.load()
+    translator.config.decode = decoding(translator, decode)  # the server's defaults
     try:
         limits.check_beam(translator.decode.beam_size)
     except MtError:
         raise MtError(f"beam {translator.decode.beam_size} (--beam, or the checkpoint's decode.beam_size): over "
                       f"--max-beam {limits.max_beam}")
-    run_server(translator, engine, limits, host, port, keys)
-
-
-@contextmanager
-def _line_writer(output: Path | None, encoding: Encoding = Encoding()):
-    """A function that writes one line: to stdout at once, or into `output`, which appears (atomically)
-    only when every line is written; with `encoding`'s line end, after its byte-order mark if it has one."""
-    if output is None:
-        sys.stdout.write(encoding.mark)
-
-        def write(line: str) -> None:
-            sys.stdout.write(line + encoding.newline)
-            sys.stdout.flush()
-
-        yield write
-    else:
-        with atomic_open(output, TEXT) as f:
-            f.write(encoding.mark.encode("utf-8"))
-            yield lambda line: f.write((line + encoding.newline).encode("utf-8"))
+    run_server(translator, model.engine, limits, host, port, keys)
 
 
 def run(args: list[str] | None = None) -> int:

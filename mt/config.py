@@ -29,6 +29,7 @@ from pydantic import TypeAdapter, ValidationError, model_validator
 
 from mt.core.atomic import atomic_write_bytes
 from mt.core.errors import MtError, first_line
+from mt.core.run_dir import RUNS_ROOT
 from mt.core.schema import (KEY_ERROR, SECTION, Bool, Float, Fraction, Int, NonNegative, NonNegativeFloat, Positive,
                             PositiveFloat, Section, Share, key, key_error, range_phrase)
 from mt.data.config import DataConfig, TokenizerConfig
@@ -207,7 +208,7 @@ def load_config(paths: list[str | Path] = (), overrides: list[str] = (), run_dir
     if run_dir:
         config.train.run_dir = run_dir
     if not config.train.run_dir:
-        config.train.run_dir = str(Path("runs") / (paths[0].stem if paths else "default"))
+        config.train.run_dir = str(RUNS_ROOT / (paths[0].stem if paths else "default"))
     return config
 
 

@@ -21,6 +21,7 @@ from matplotlib.ft2font import FT2Font  # noqa: E402
 
 from mt.core.atomic import PNG, atomic_write_bytes  # noqa: E402
 from mt.core.errors import MtError  # noqa: E402
+from mt.core.run_dir import RunDir  # noqa: E402
 from mt.decode.translator import Attention  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 def read_log(run_dir: Path) -> tuple[list[dict], list[dict]]:
     """RUN/log.jsonl as (training records, validation records), one per step: a resumed run logs the steps
     after its last checkpoint twice, and the later record wins."""
-    path = Path(run_dir) / "log.jsonl"
+    path = RunDir(run_dir).log
     if not path.is_file():
         raise MtError(f"{path}: no training log (is {run_dir} a run directory?)")
     train, dev = {}, {}
@@ -46,7 +47,7 @@ def plot_training(run_dir: Path, output: Path) -> Figure:
     """Four panels against steps: training and dev loss, learning rate, dev BLEU and chrF, tokens/s."""
     train, dev = read_log(run_dir)
     if not train and not dev:
-        raise MtError(f"{run_dir}/log.jsonl: no records yet")
+        raise MtError(f"{RunDir(run_dir).log}: no records yet")
     figure, axes = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
     loss, lr, scores, speed = axes.flat
     loss.plot(steps(train), values(train, "loss"), label="training (label-smoothed, running mean)")

@@ -431,14 +431,15 @@ LOCK_RECORD = b'{"command": "mt train", "pid": 1, "host": "h", "since": "2026-12
 
 def check_run_lock(world: World, recipe: list) -> None:
     """Whatever a run's lock file holds (a killed holder's record, cut short, bytes): it is taken over."""
-    from mt.core.run_lock import LOCK_FILE, lock_run_dir
+    from mt.core.run_dir import RunDir
+    from mt.core.run_lock import lock_run_dir
 
     work = workdir(world)
     (work / "run").mkdir()
-    (work / "run" / LOCK_FILE).write_bytes(damaged(recipe, LOCK_RECORD))
+    RunDir(work / "run").lock.write_bytes(damaged(recipe, LOCK_RECORD))
     with contextlib.ExitStack() as holding:
         loaded(lambda: holding.enter_context(lock_run_dir(work / "run", "mt train")), "a lock file")
-        text = (work / "run" / LOCK_FILE).read_text(encoding="utf-8")
+        text = RunDir(work / "run").lock.read_text(encoding="utf-8")
     if json.loads(text)["pid"] != os.getpid():
         raise Failure(f"the lock was not taken over: {text!r}")
 

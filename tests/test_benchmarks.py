@@ -185,9 +185,9 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
            "SET": "data.filters=[]"}
     out = run("bench_build_on.sh", "distill", tmp_path=tmp_path, env=env)
     last = load_checkpoint(tmp_path / "build-on" / "student-tiny" / "checkpoints" / "last.pt")
-    assert last["step"] == 6 and load_checkpoint(tmp_path / "build-on" / "student-base" / "checkpoints" /
-                                                 "last.pt")["step"] == 4
-    tiny = last["init_from"]
+    assert last.position.step == 6 and load_checkpoint(tmp_path / "build-on" / "student-base" / "checkpoints" /
+                                                       "last.pt").position.step == 4
+    tiny = last.init_from
     first_teacher = tmp_path / "build-on" / "seed1" / "checkpoints" / "best.pt"
     assert tiny["checkpoint"] == str(first_teacher.resolve()) and tiny["layers"] == {"decoder": [1]}
     train = (build_on_data / "tatoeba" / "train.zh").read_text(encoding="utf-8").splitlines()
@@ -238,7 +238,7 @@ def test_bench_build_on_distill(config, build_on_data, tmp_path):
 
     for arm, corpus in (("distilled", f"{built}/distilled/train"), ("human", train_path("seed1"))):
         last = load_checkpoint(built / f"member-{arm}" / "checkpoints" / "last.pt")
-        assert last["step"] == 4 and last["init_from"]["checkpoint"] == str(first_teacher.resolve())
+        assert last.position.step == 4 and last.init_from["checkpoint"] == str(first_teacher.resolve())
         assert train_path(f"member-{arm}") == corpus
     for name in ("teacher: ensemble of seeds 1, 2, 3", "the teacher's first model",
                  "the first model, on with the teacher's pairs", "the first model, on with the human pairs"):

@@ -358,7 +358,7 @@ def test_ensembles_translate_and_evaluate_and_refuse_what_does_not_fit(workdir, 
 def test_the_checkpoints_decode_settings_are_the_defaults_nbest_included(workdir, tmp_path):
     """Every decode option defaults to the checkpoint's decode section: a model saved with nbest 2 prints its two
     best translations unless --nbest says otherwise."""
-    state = torch.load(workdir / "runs/tiny/checkpoints/best.pt", weights_only=True)
+    state = torch.load(workdir / "runs/tiny/checkpoints/best.pt", weights_only=True)  # the file's own data
     state["config"]["decode"].update(beam_size=3, nbest=2)
     torch.save(state, tmp_path / "nbest.pt")
     two = mt_in_process("translate", "--checkpoint", str(tmp_path / "nbest.pt"), "我爱你", cwd=workdir)

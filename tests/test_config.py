@@ -104,8 +104,9 @@ def test_a_checkpoints_config_from_an_earlier_version_loads_with_a_warning(caplo
     assert "old.pt: ignoring config key decode.batch_size" in caplog.text
 
 
-def test_docs_config_md_is_what_the_dataclasses_say():
-    """docs/config.md is generated from the keys' declarations; run scripts/gen_config_docs.py after changing one."""
+def test_generated_docs_are_what_the_declarations_say():
+    """docs/config.md and docs/serving.md's request fields are generated from the config keys' and the request
+    fields' declarations; run scripts/gen_config_docs.py after changing one."""
     script = CONFIGS.parent / "scripts" / "gen_config_docs.py"
     result = subprocess.run([sys.executable, script, "--check"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -44,8 +44,8 @@ def wait_for_checkpoint_after(run: Path, step: int, process: subprocess.Popen, t
 
 def final_weights(run: Path) -> dict:
     state = load_checkpoint(run / "checkpoints" / "last.pt")
-    assert state["step"] == STEPS
-    return state["model"]
+    assert state.position.step == STEPS
+    return state.model
 
 
 def test_sigkill_and_sigterm_at_random_moments_then_resume_ends_like_an_uninterrupted_run(corpus_dir, tmp_path):
@@ -65,11 +65,11 @@ def test_sigkill_and_sigterm_at_random_moments_then_resume_ends_like_an_uninterr
         status = process.wait()
         state = load_checkpoint(run / "checkpoints" / "last.pt")  # intact, whatever the moment
         if stop == signal.SIGKILL:
-            assert state["step"] % EVERY == 0  # only what the last validation saved
+            assert state.position.step % EVERY == 0  # only what the last validation saved
         else:  # saved where it stopped, and said so
-            assert status == 128 + stop and state["step"] >= before
-            assert f"{stop.name}: stopped at step {state['step']}, saved" in process.stderr.read()
-        resumed_from.append(state["step"])
+            assert status == 128 + stop and state.position.step >= before
+            assert f"{stop.name}: stopped at step {state.position.step}, saved" in process.stderr.read()
+        resumed_from.append(state.position.step)
         process = start(tmp_path, "killed", resume=True)
     assert process.wait(timeout=300) == 0, process.stderr.read()
     assert len(resumed_from) == len(stops) and resumed_from == sorted(resumed_from) and resumed_from[-1] < STEPS
@@ -94,12 +94,12 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_finishes(corpus_dir, tmp_path):
     assert process.wait(timeout=120) == 130
     message = [line for line in process.stderr.read().splitlines() if line.startswith("mt:")]
     assert len(message) == 1 and "SIGINT: stopped at step" in message[0] and "--resume" in message[0]
-    step = load_checkpoint(run / "checkpoints" / "last.pt")["step"]
+    step = load_checkpoint(run / "checkpoints" / "last.pt").position.step
     assert 0 < step < 1000  # saved where it stopped, not at a validation point
     finish = subprocess.run([sys.executable, "-m", "mt", "train", "-c", "tiny.yaml", "--run-dir", "run", "--resume",
                              "--set", f"train.max_steps={step + 5}"], cwd=tmp_path, capture_output=True, text=True)
     assert finish.returncode == 0, finish.stderr
-    assert load_checkpoint(run / "checkpoints" / "last.pt")["step"] == step + 5
+    assert load_checkpoint(run / "checkpoints" / "last.pt").position.step == step + 5
 
 
 def test_sigterm_to_torchrun_stops_every_process_at_one_update_and_the_main_one_saves(corpus_dir, tmp_path):
@@ -120,6 +120,6 @@ def test_sigterm_to_torchrun_stops_every_process_at_one_update_and_the_main_one_
     process.wait(timeout=120)
     errors = process.stderr.read()
     state = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")
-    assert 0 < state["step"] < 2500 and state["world_size"] == 2
-    assert f"mt: error: SIGTERM: stopped at step {state['step']}, saved" in errors
-    assert errors.count(f"stopped at step {state['step']}") == 2  # both processes, at the same update
+    assert 0 < state.position.step < 2500 and state.world_size == 2
+    assert f"mt: error: SIGTERM: stopped at step {state.position.step}, saved" in errors
+    assert errors.count(f"stopped at step {state.position.step}") == 2  # both processes, at the same update

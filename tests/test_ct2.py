@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from mt.exchange.checkpoint import save_checkpoint, tokenizer_state
+from mt.exchange.checkpoint import Checkpoint, save_checkpoint, tokenizer_state
 from mt.config import Config, config_to_dict
 from mt.decode.ctranslate2 import compute_type
 from mt.exchange.ctranslate2 import export_ctranslate2
@@ -33,8 +33,8 @@ def untrained_checkpoint(tokenizer, path, **model):
     model = Transformer(config.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, PAD)
     with torch.no_grad():
         model.generator.proj.weight.mul_(4.0)  # sharper outputs than an untrained model's
-    save_checkpoint({"model": model.state_dict(), "config": config_to_dict(config),
-                     "tokenizer": tokenizer_state(tokenizer)}, path)
+    save_checkpoint(Checkpoint(model=model.state_dict(), config=config_to_dict(config),
+                               tokenizer=tokenizer_state(tokenizer)), path)
     return path
 
 
@@ -124,6 +124,22 @@ def test_translating_with_ctranslate2_loads_it_before_torch_so_that_it_keeps_its
     assert done.returncode == 0, done.stderr
     finished = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
     assert finished.index("ctranslate2._ext") < finished.index("torch")  # its native library, with its libgomp
+
+
+def test_evaluate_scores_an_export_as_it_scores_its_checkpoint(trained_runs, tmp_path):
+    """`mt evaluate --engine ctranslate2`: an export's BLEU and chrF on the test set its config names, the same
+    as its checkpoint's (greedy, float32)."""
+    checkpoint = trained_runs[0] / "checkpoints" / "last.pt"
+    export_ctranslate2(checkpoint, tmp_path / "ct2")
+
+    def evaluate(*model: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "mt", "evaluate", "--device", "cpu", "--beam", "1", *model],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    theirs = evaluate("--engine", "ctranslate2", "--compute-type", "float32", "--checkpoint", str(tmp_path / "ct2"))
+    assert theirs.startswith("BLEU") and theirs == evaluate("--checkpoint", str(checkpoint))
 
 
 def test_compute_type_reaches_ctranslate2_and_a_wrong_one_is_one_line(trained_runs, tokenizer, corpus_dir, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from mt.exchange.checkpoint import save_checkpoint, tokenizer_state
+from mt.exchange.checkpoint import Checkpoint, Position, save_checkpoint, tokenizer_state
 from mt.config import Config, config_to_dict
 from mt.data.config import DataConfig, TokenizerConfig
 from mt.core.errors import MtError
@@ -33,8 +33,8 @@ def exported(trained_runs, tmp_path_factory):
 
 def checkpoint_of(model: Transformer, tokenizer, path, **config):
     config = Config(model=model.config, data=DataConfig(max_len=32), **config)
-    save_checkpoint({"model": model.state_dict(), "config": config_to_dict(config),
-                     "tokenizer": tokenizer_state(tokenizer), "step": 3}, path)
+    save_checkpoint(Checkpoint(model=model.state_dict(), config=config_to_dict(config),
+                               tokenizer=tokenizer_state(tokenizer), position=Position(step=3)), path)
     return path
 
 
@@ -121,13 +121,13 @@ def test_the_directory_holds_safetensors_configs_tokenizer_and_a_model_card(expo
     assert generation["length_penalty"] == 0.6 and generation["suppress_tokens"] == [PAD, BOS]
     card = (directory / "README.md").read_text(encoding="utf-8")
     state = torch.load(checkpoint, weights_only=True)
-    assert f"step {state['step']}" in card and state["dev"]["bleu_signature"] in card
+    assert f"step {state['position']['step']}" in card and state["dev"]["bleu_signature"] in card
     assert "train.zh" not in card and str(state["config"]["data"]["train"]["path"]) in card
     assert "simplified characters" in card
     assert "296 of 300 training pairs kept; 0 held a dev or test sentence (removed)" in card
     meta = json.loads((directory / "mt.json").read_text(encoding="utf-8"))
     assert meta["format"] == "huggingface" and meta["checkpoint"] == str(checkpoint)
-    assert meta["facts"]["step"] == state["step"] and meta["config"]["model"] == state["config"]["model"]
+    assert meta["facts"]["step"] == state["position"]["step"] and meta["config"]["model"] == state["config"]["model"]
 
 
 @pytest.mark.parametrize("kind", ["separate vocabularies", "untied embeddings"])

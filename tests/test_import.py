@@ -100,7 +100,7 @@ def separate_vocabularies_checkpoint(path):
     from mt.config import Config, config_to_dict
     from mt.data.config import DataConfig, TokenizerConfig
     from mt.data.tokenizer import train_tokenizer
-    from mt.exchange.checkpoint import save_checkpoint, tokenizer_state
+    from mt.exchange.checkpoint import Checkpoint, Position, save_checkpoint, tokenizer_state
 
     zh = ["我爱你。", "你好。", "我们明天去北京。", "谢谢你。"] * 30
     en = ["I love you.", "Hello.", "We will go to Beijing tomorrow.", "Thank you."] * 30
@@ -108,8 +108,8 @@ def separate_vocabularies_checkpoint(path):
     model = tiny_model(vocab=tokenizer.src_vocab_size, tgt_vocab=tokenizer.tgt_vocab_size, tie_embeddings=False)
     config = Config(model=model.config, tokenizer=TokenizerConfig(vocab_size=40, joint=False),
                     data=DataConfig(max_len=32))
-    save_checkpoint({"model": model.state_dict(), "config": config_to_dict(config),
-                     "tokenizer": tokenizer_state(tokenizer), "step": 3}, path)
+    save_checkpoint(Checkpoint(model=model.state_dict(), config=config_to_dict(config),
+                               tokenizer=tokenizer_state(tokenizer), position=Position(step=3)), path)
     return path
 
 
@@ -190,7 +190,7 @@ train: {{max_steps: 3, max_tokens: 300, eval_every: 3, log_every: 1, warmup_step
     assert run(["train", "-c", str(run_dir / "config.yaml"), "-c", str(overlay), "--init-from", str(checkpoint),
                 "--run-dir", str(tmp_path / "tuned")]) == 0
     tuned = torch.load(tmp_path / "tuned" / "checkpoints" / "last.pt", weights_only=True)
-    assert tuned["step"] == 3 and tuned["init_from"]["checkpoint"] == str(checkpoint.resolve())
+    assert tuned["position"]["step"] == 3 and tuned["init_from"]["checkpoint"] == str(checkpoint.resolve())
     start = torch.load(checkpoint, weights_only=True)["model"]
     assert not tuned["model"]["generator.proj.bias"].equal(start["generator.proj.bias"])  # the bias trains too
 
@@ -202,5 +202,5 @@ def test_an_export_changed_by_transformers_imports_as_any_marian_model(trained_r
         marian.lm_head.weight.mul_(1.01)  # as fine-tuning with transformers would change it
     marian.save_pretrained(tmp_path / "hf")
     state = torch.load(import_huggingface(str(tmp_path / "hf"), tmp_path / "tuned.pt"), weights_only=True)
-    assert state["step"] == 0 and state["config"]["data"]["chinese_script"] == "keep"  # not mt.json's any more
+    assert state["position"]["step"] == 0 and state["config"]["data"]["chinese_script"] == "keep"  # not mt.json's any more
     assert state["config"]["data"]["src_lang"] == "zh"  # from the tokenizer's config

@@ -7,12 +7,13 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mt"
 
 PACKAGES = [  # bottom up: text → pieces → ids → batches → model → search → text, with the command line on top
-    "core", "data", "model", "config", "exchange", "decode", "clean", "text", "train", "serve", "plots", "cli", "__main__",
+    "core", "data", "model", "config", "exchange", "decode", "clean", "text", "train", "serve", "plots", "options",
+    "cli", "__main__",
 ]
 
 MODULES = {  # bottom up inside each package
     "core": [{"errors", "memory", "openmp", "schema"},
-             {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_lock"}, {"device"}],
+             {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_dir"}, {"device", "run_lock"}],
     "data": [{"script_conversion", "word_translation", "normalise"}, {"lexical"}, {"filters"}, {"config"},
              {"tokenizer"}, {"corpora"}, {"batching"}],
     "model": [{"config", "dropout"}, {"transformer"}],
@@ -20,7 +21,7 @@ MODULES = {  # bottom up inside each package
     "decode": [{"cache", "packing", "shortlist", "sampling"}, {"engine", "steps"}, {"search", "score"},
                {"searcher", "ctranslate2"}, {"translator"}, {"evaluate", "distill"}],
     "clean": [{"contamination"}, {"cleaning"}, {"report"}],
-    "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"documents", "texts"}],
+    "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"documents", "texts"}, {"files"}],
     "train": [{"prepare", "loss", "training_log"}, {"trainer", "progress", "updates"}, {"validation"}, {"loop"}],
     "serve": [{"errors", "languages", "batcher", "limits", "answers", "translation_cache"}, {"downloads", "bodies"},
               {"requests", "pipeline"}, {"admission"}, {"libretranslate", "mt_api"}, {"app"}, {"server"}],

@@ -1,5 +1,6 @@
 """Training that scales: accumulation, the non-finite guard, DDP over gloo, averaging, early stopping, logs."""
 
+import dataclasses
 import functools
 import json
 import os
@@ -15,7 +16,7 @@ from torch._dynamo.testing import CompileCounter
 
 from conftest import ROOT, tiny_config, tiny_yaml
 from mt.data.batching import make_batch
-from mt.exchange.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
+from mt.exchange.checkpoint import Position, average_checkpoints, load_checkpoint, save_checkpoint
 from mt.config import Config, TrainConfig
 from mt.core.errors import MtError
 from mt.data.tokenizer import BOS, EOS
@@ -124,12 +125,12 @@ def test_two_gloo_processes_end_with_the_parameters_of_one_process_given_the_sam
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr.count("done: 6 steps") == 1 and "[rank 1]" not in done.stderr  # only the main process reports
     single, ddp = (load_checkpoint(tmp_path / name / "checkpoints" / "last.pt") for name in ("one", "two"))
-    assert single["step"] == ddp["step"] == 6 and ddp["world_size"] == 2
+    assert single.position.step == ddp.position.step == 6 and ddp.world_size == 2
     if init:  # equal parameters at the end, and the single process starts from the weights (tests/test_train.py)
-        assert ddp["init_from"] == single["init_from"] and ddp["init_from"]["checkpoint"] == str(source.resolve())
-    for name, tensor in single["model"].items():
-        torch.testing.assert_close(ddp["model"][name], tensor, rtol=1e-4, atol=1e-5, msg=name)
-    assert single["dev"]["dev_loss"] == pytest.approx(ddp["dev"]["dev_loss"], rel=1e-4)  # gathered from both halves
+        assert ddp.init_from == single.init_from and ddp.init_from["checkpoint"] == str(source.resolve())
+    for name, tensor in single.model.items():
+        torch.testing.assert_close(ddp.model[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
+    assert single.dev["dev_loss"] == pytest.approx(ddp.dev["dev_loss"], rel=1e-4)  # gathered from both halves
 
 
 def test_averaging_identical_checkpoints_gives_the_same_model(trained_runs, tmp_path):
@@ -137,11 +138,11 @@ def test_averaging_identical_checkpoints_gives_the_same_model(trained_runs, tmp_
     shutil.copytree(trained_runs[0], run)
     state = load_checkpoint(run / "checkpoints" / "last.pt")
     for step in (8, 9, 10):
-        save_checkpoint({**state, "step": step}, run / "checkpoints" / f"step-{step:08d}.pt")
+        save_checkpoint(dataclasses.replace(state, position=Position(step=step)), run / "checkpoints" / f"step-{step:08d}.pt")
     averaged = average_checkpoints(run, last=3)
-    assert averaged["averaged"] == ["step-00000008.pt", "step-00000009.pt", "step-00000010.pt"]
-    for name, tensor in state["model"].items():
-        assert torch.equal(averaged["model"][name], tensor), name
+    assert averaged.averaged == ["step-00000008.pt", "step-00000009.pt", "step-00000010.pt"]
+    for name, tensor in state.model.items():
+        assert torch.equal(averaged.model[name], tensor), name
 
 
 def test_averaging_two_checkpoints_gives_their_mean_and_a_usable_checkpoint(trained_runs, tmp_path):
@@ -151,8 +152,8 @@ def test_averaging_two_checkpoints_gives_their_mean_and_a_usable_checkpoint(trai
                            str(tmp_path / "avg.pt")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     averaged = load_checkpoint(tmp_path / "avg.pt")
-    for name, tensor in first["model"].items():
-        torch.testing.assert_close(averaged["model"][name], (tensor + second["model"][name]) / 2)
+    for name, tensor in first.model.items():
+        torch.testing.assert_close(averaged.model[name], (tensor + second.model[name]) / 2)
     translated = subprocess.run([sys.executable, "-m", "mt", "translate", "--checkpoint", str(tmp_path / "avg.pt"),
                                  "我爱你"], capture_output=True, text=True)
     assert translated.returncode == 0, translated.stderr
@@ -164,13 +165,13 @@ def test_early_stopping_ends_training_after_patience_validations_without_gain(co
     # An untrained tiny model's dev BLEU stays 0: the first validation sets the best, the next two do not beat it.
     run = train(tiny_config(corpus_dir, tmp_path / "run", tmp_path, max_steps=40, eval_every=2, patience=2,
                             lr_scale=1e-6))
-    assert load_checkpoint(run / "checkpoints" / "last.pt")["step"] == 6
+    assert load_checkpoint(run / "checkpoints" / "last.pt").position.step == 6
 
 
 def test_max_minutes_ends_training_with_a_validated_checkpoint(corpus_dir, tmp_path):
     run = train(tiny_config(corpus_dir, tmp_path / "run", tmp_path, max_steps=10_000, max_minutes=0.0001))
     state = load_checkpoint(run / "checkpoints" / "last.pt")
-    assert state["step"] == 1 and "dev_bleu" in state["dev"]
+    assert state.position.step == 1 and "dev_bleu" in state.dev
 
 
 def test_training_writes_tensorboard_events_and_a_jsonl_log(corpus_dir, tmp_path):

@@ -48,10 +48,10 @@ SENTENCES = ["我爱你", "你好。", "我们明天去北京。", "他是我的
 def checkpoint(trained_runs, tmp_path_factory) -> Path:
     """The trained tiny run's checkpoint, set to output at least 3 tokens: its 8 updates taught it to end at once,
     and empty translations would make equal answers prove little."""
-    state = load_checkpoint(trained_runs[0] / "checkpoints" / "last.pt")
-    state["config"]["decode"]["min_len"] = 3
+    checkpoint = load_checkpoint(trained_runs[0] / "checkpoints" / "last.pt")
+    checkpoint.config["decode"]["min_len"] = 3
     path = tmp_path_factory.mktemp("serve") / "talkative.pt"
-    save_checkpoint(state, path)
+    save_checkpoint(checkpoint, path)
     return path
 
 

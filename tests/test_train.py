@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -109,10 +110,10 @@ def test_a_tiny_model_overfits_20_pairs_until_greedy_reproduces_them(corpus_dir,
 
 def test_a_resumed_run_ends_with_the_same_parameters(trained_runs):
     straight, resumed = (load_checkpoint(run / "checkpoints" / "last.pt") for run in trained_runs)
-    assert straight["step"] == resumed["step"] == 8
-    for name, tensor in straight["model"].items():
-        assert torch.equal(tensor, resumed["model"][name]), name
-    assert straight["optimizer"]["state"][0]["exp_avg"].equal(resumed["optimizer"]["state"][0]["exp_avg"])
+    assert straight.position.step == resumed.position.step == 8
+    for name, tensor in straight.model.items():
+        assert torch.equal(tensor, resumed.model[name]), name
+    assert straight.optimizer["state"][0]["exp_avg"].equal(resumed.optimizer["state"][0]["exp_avg"])
 
 
 def test_a_run_directory_holds_what_the_user_needs(trained_runs):
@@ -124,12 +125,12 @@ def test_a_run_directory_holds_what_the_user_needs(trained_runs):
 
 def test_save_then_load_gives_identical_outputs(trained_runs, corpus_dir):
     path = trained_runs[0] / "checkpoints" / "last.pt"
-    model, tok, config, state = load_model(path, torch.device("cpu"))
+    model, tok, config, checkpoint = load_model(path, torch.device("cpu"))
     again, _, _, _ = load_model(path, torch.device("cpu"))
     src = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()
     batch = make_batch(tok.encode_src(src[:4]), tok.encode_tgt(["Hello."] * 4))
     torch.testing.assert_close(model(batch.src, batch.tgt_input), again(batch.src, batch.tgt_input), rtol=0, atol=0)
-    assert state["tokenizer"]["vocab_hash"] == tok.vocab_hash
+    assert checkpoint.tokenizer["vocab_hash"] == tok.vocab_hash
     assert load_translator(path, "cpu").translate_lines(src) == load_translator(path, "cpu").translate_lines(src)
 
 
@@ -167,42 +168,72 @@ def test_a_truncated_checkpoint_is_a_clear_error(trained_runs, tmp_path):
         load_checkpoint(tmp_path / "cut.pt")
 
 
+def saved_data(path: Path) -> dict:
+    """A checkpoint file's plain data, as torch.save wrote it."""
+    return torch.load(path, weights_only=True)
+
+
 @pytest.mark.parametrize("bend", ["a key of its cleaning record renamed", "its step a string",
-                                  "a dev score missing"])
+                                  "a dev score missing", "a record of an unknown name"])
 def test_a_checkpoint_whose_records_are_bent_is_not_readable(trained_runs, tmp_path, bend):
     """Bits flipped in a key or a value of a record that mt info reads: one line, not a KeyError mid-way."""
-    state = load_checkpoint(trained_runs[0] / "checkpoints" / "last.pt")
-    state.setdefault("cleaning", {"contamination": "remove", "corpora": {}})
+    state = saved_data(trained_runs[0] / "checkpoints" / "last.pt")
+    state["cleaning"] = state["cleaning"] or {"contamination": "remove", "corpora": {}}
     if bend.startswith("a key"):
         state["cleaning"]["contaminatiom"] = state["cleaning"].pop("contamination")
     elif bend.startswith("its step"):
-        state["step"] = "8"
-    else:
+        state["position"]["step"] = "8"
+    elif bend.startswith("a dev"):
         del state["dev"]["dev_chrf"]
-    save_checkpoint(state, tmp_path / "bent.pt")
+    else:
+        state["dew"] = state.pop("dev")
+    torch.save(state, tmp_path / "bent.pt")
     with pytest.raises(MtError, match="not a readable checkpoint .*record is not as mt writes it"):
         load_checkpoint(tmp_path / "bent.pt")
 
 
 def test_a_checkpoint_whose_tokenizer_does_not_match_its_vocabulary_hash_is_refused(trained_runs, tmp_path):
-    state = load_checkpoint(trained_runs[0] / "checkpoints" / "last.pt")
-    state["tokenizer"]["vocab_hash"] = "0" * 16  # as if the tokenizer had been swapped
-    save_checkpoint(state, tmp_path / "swapped.pt")
+    checkpoint = load_checkpoint(trained_runs[0] / "checkpoints" / "last.pt")
+    checkpoint.tokenizer["vocab_hash"] = "0" * 16  # as if the tokenizer had been swapped
+    save_checkpoint(checkpoint, tmp_path / "swapped.pt")
     with pytest.raises(MtError, match="does not match its vocabulary hash"):
         load_model(tmp_path / "swapped.pt", torch.device("cpu"))
 
 
-def test_a_checkpoint_of_an_earlier_version_still_resumes(trained_runs, corpus_dir, tmp_path):
+def first_format(state: dict) -> dict:
+    """A checkpoint's data as format 1 wrote it in its first versions: no format_version, the position's fields at
+    the top without evals_without_gain, no scaler or world_size, and dev {} when not validated."""
+    position = state.pop("position")
+    del position["evals_without_gain"], state["format_version"], state["scaler"], state["world_size"]
+    return {**{k: v for k, v in state.items() if v is not None and v != []}, **position, "dev": state["dev"] or {}}
+
+
+def test_a_checkpoint_of_the_first_format_reads_as_the_record_it_holds(trained_runs, tmp_path):
+    path = trained_runs[0] / "checkpoints" / "last.pt"
+    torch.save(first_format(saved_data(path)), tmp_path / "old.pt")
+    old, new = load_checkpoint(tmp_path / "old.pt"), load_checkpoint(path)
+    assert old.position == dataclasses.replace(new.position, evals_without_gain=0)
+    assert (old.world_size, old.scaler, old.dev, old.cleaning) == (1, {}, new.dev, new.cleaning)
+    assert all(old.model[name].equal(tensor) for name, tensor in new.model.items())
+
+
+def test_a_checkpoint_of_a_later_format_is_refused_in_one_line(trained_runs, tmp_path):
+    state = saved_data(trained_runs[0] / "checkpoints" / "last.pt")
+    state["format_version"] += 1
+    torch.save(state, tmp_path / "later.pt")
+    with pytest.raises(MtError, match="later.pt: a checkpoint of format .*upgrade mt"):
+        load_checkpoint(tmp_path / "later.pt")
+
+
+def test_a_checkpoint_of_the_first_format_still_resumes(trained_runs, corpus_dir, tmp_path):
     run = tmp_path / "old"
     shutil.copytree(trained_runs[0], run)
     last = run / "checkpoints" / "last.pt"
-    state = load_checkpoint(last)
-    for key in ("scaler", "evals_without_gain", "world_size"):  # keys that earlier versions did not write
-        del state[key]
+    state = first_format(saved_data(last))
     last.unlink()  # a hard link to step-8: replace the link, not the step checkpoint's file
-    save_checkpoint(state, last)
+    torch.save(state, last)
     train(tiny_config(corpus_dir, run, tmp_path, max_steps=10, eval_every=4), resume=True)
-    assert load_checkpoint(last)["step"] == 10
+    assert load_checkpoint(last).position.step == 10
 
 
 ALL = frozenset({"optimizer", "schedule", "position"})
@@ -214,10 +245,10 @@ def test_a_run_started_from_a_checkpoint_keeping_everything_continues_it_exactly
     train(tiny_config(corpus_dir, tmp_path / "continued", tmp_path, max_steps=8, eval_every=4), init_from=source,
           keep=ALL)
     expected, got = (load_checkpoint(run / "checkpoints" / "last.pt") for run in (straight, tmp_path / "continued"))
-    assert got["step"] == 8 and got["init_from"] == {"checkpoint": str(source.resolve()), "step": 4,
+    assert got.position.step == 8 and got.init_from == {"checkpoint": str(source.resolve()), "step": 4,
                                                      "kept": ["optimizer", "position", "schedule"]}
-    for name, tensor in expected["model"].items():
-        assert torch.equal(tensor, got["model"][name]), name
+    for name, tensor in expected.model.items():
+        assert torch.equal(tensor, got.model[name]), name
     assert (tmp_path / "continued" / "spm.model").read_bytes() == (straight / "spm.model").read_bytes()
 
 
@@ -228,16 +259,16 @@ def test_fine_tuning_starts_from_the_weights_alone_and_its_resume_remembers_wher
     path.write_text(tiny_yaml(corpus_dir, tmp_path / "tuned", max_steps=2, eval_every=2).replace(
         "dropout: 0.1}", "dropout: 0.3}"), encoding="utf-8")
     config = load_config([path])
-    before = load_checkpoint(source)["model"]
+    before = load_checkpoint(source).model
     train(config, init_from=source)
     tuned = load_checkpoint(tmp_path / "tuned" / "checkpoints" / "last.pt")
-    assert tuned["step"] == 2 and tuned["scheduler"]["last_epoch"] == 2  # a fresh position and schedule
-    assert all(int(s["step"]) == 2 for s in tuned["optimizer"]["state"].values())  # fresh Adam moments
-    assert any(not torch.equal(t, tuned["model"][n]) for n, t in before.items())  # it trained on
+    assert tuned.position.step == 2 and tuned.scheduler["last_epoch"] == 2  # a fresh position and schedule
+    assert all(int(s["step"]) == 2 for s in tuned.optimizer["state"].values())  # fresh Adam moments
+    assert any(not torch.equal(t, tuned.model[n]) for n, t in before.items())  # it trained on
     train(dataclasses.replace(config, train=dataclasses.replace(config.train, max_steps=4)), resume=True,
           init_from=source)  # a re-queued job's command line: the run continues
     resumed = load_checkpoint(tmp_path / "tuned" / "checkpoints" / "last.pt")
-    assert resumed["step"] == 4 and resumed["init_from"] == tuned["init_from"] and not tuned["init_from"]["kept"]
+    assert resumed.position.step == 4 and resumed.init_from == tuned.init_from and not tuned.init_from["kept"]
     info = subprocess.run([sys.executable, "-m", "mt", "info", str(tmp_path / "tuned" / "checkpoints" / "last.pt")],
                           capture_output=True, text=True)
     assert f"started from: {source.resolve()} (step 8)\n" in info.stdout
@@ -259,18 +290,18 @@ def test_spread_layers_keeps_the_first_and_the_last():
 def test_a_student_with_fewer_layers_starts_from_a_spread_of_its_teachers(corpus_dir, tmp_path):
     teacher = train(layered_config(corpus_dir, tmp_path / "teacher", tmp_path, 3, 3, max_steps=2, eval_every=2))
     source = teacher / "checkpoints" / "last.pt"
-    taught = load_checkpoint(source)["model"]
+    taught = load_checkpoint(source).model
     # one update at a learning rate too small to move a weight in fp32: the student's weights are where it started
     student = layered_config(corpus_dir, tmp_path / "student", tmp_path, 2, 1, max_steps=1, eval_every=1,
                              lr_scale=1e-30, precision="fp32")
     train(student, init_from=source)
     state = load_checkpoint(tmp_path / "student" / "checkpoints" / "last.pt")
-    assert state["init_from"]["layers"] == {"encoder": [0, 2], "decoder": [2]}
+    assert state.init_from["layers"] == {"encoder": [0, 2], "decoder": [2]}
     renamed = {"encoder.layers.1.": "encoder.layers.2.", "decoder.layers.0.": "decoder.layers.2."}
-    for name, tensor in state["model"].items():
+    for name, tensor in state.model.items():
         theirs = next((name.replace(mine, their) for mine, their in renamed.items() if name.startswith(mine)), name)
         assert torch.equal(tensor, taught[theirs]), name
-    assert len(state["model"]) < len(taught)
+    assert len(state.model) < len(taught)
     info = subprocess.run([sys.executable, "-m", "mt", "info", str(tmp_path / "student" / "checkpoints" / "last.pt")],
                           capture_output=True, text=True)
     assert "(step 2), with its encoder layers 0, 2, with its decoder layers 2\n" in info.stdout
@@ -305,9 +336,9 @@ def test_subword_regularisation_segments_each_epoch_anew_and_a_resumed_run_ends_
     train(config("stopped", 12))
     train(config("stopped", 24), resume=True)
     expected, got = (load_checkpoint(tmp_path / run / "checkpoints" / "last.pt") for run in ("straight", "stopped"))
-    assert expected["epoch"] >= 2
-    for name, tensor in expected["model"].items():
-        assert torch.equal(tensor, got["model"][name]), name
+    assert expected.position.epoch >= 2
+    for name, tensor in expected.model.items():
+        assert torch.equal(tensor, got.model[name]), name
     data = prepare_data(config("straight", 24), tmp_path / "straight", None)
     pairs = {epoch: data.train_batches(epoch).ids[:50]["tgt_ids"] for epoch in (0, 1, 0)}  # epoch 0 made again
     best = data.train.ids[:50]["tgt_ids"]

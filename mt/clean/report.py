@@ -15,6 +15,7 @@ import numpy as np
 from mt.clean.cleaning import CONTAMINATION, KEPT, Cleaned, Cleaning
 from mt.config import Config
 from mt.core.atomic import TEXT, atomic_write_bytes
+from mt.core.run_dir import RunDir
 from mt.core.run_lock import lock_run_dir
 from mt.data.corpora import TrainingMixture, texts_at
 
@@ -27,13 +28,13 @@ def clean(config: Config, sample: int, output: Path | None) -> Path:
     """Clean the config's training corpora (each sampled to `sample` pairs when given), write the report into
     `output` (default RUN/clean) and return it. The results are cached in RUN/cache for `mt train`."""
     run_dir = Path(config.train.run_dir)
-    output = output or run_dir / "clean"
+    output = output or RunDir(run_dir).clean
     if sample:
         for corpus in config.data.training_corpora().values():
             corpus.max_pairs = min(corpus.max_pairs or sample, sample)
     start = time.perf_counter()
     with lock_run_dir(run_dir, "mt clean"):
-        cleaning = Cleaning(config.data, run_dir / "cache")
+        cleaning = Cleaning(config.data, RunDir(run_dir).cache)
         TrainingMixture(config.data, config.train.seed, cleaning)
     seconds = time.perf_counter() - start
     output.mkdir(parents=True, exist_ok=True)

@@ -84,6 +84,19 @@ def check_replaceable(path: Path, kind: Kind) -> None:
         raise MtError(f"{path}: exists and is {what}, not {kind.name}; choose another path or remove it yourself")
 
 
+def check_outputs(*outputs: tuple[Path | None, Kind], inputs: tuple = ()) -> None:
+    """Refuse, before any work, output paths given as (path or None, kind) where something of another kind is, or
+    that are one of the command's `inputs` (paths or None): its result would replace what it reads."""
+    for path, kind in outputs:
+        if path is None:
+            continue
+        check_replaceable(path, kind)
+        for read in inputs:
+            if read is not None and path.is_file() and Path(read).is_file() and os.path.samefile(path, read):
+                raise MtError(f"{path}: it is also this command's input, which its output would replace; "
+                              f"choose another path")
+
+
 @contextmanager
 def atomic_open(path: Path, kind: Kind = FILE) -> Iterator[BinaryIO]:
     """A binary file to write into: a temporary file beside `path`, flushed to disk and renamed over `path`

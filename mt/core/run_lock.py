@@ -21,13 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mt.core.errors import MtError
+from mt.core.run_dir import RunDir
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = "lock"
-# What mt puts in a run directory; a non-empty directory with none of them is somebody else's (its config.yaml
-# may be the user's own config, which a run's would replace).
-RUN_FILES = (LOCK_FILE, "spm.model", "spm.src.model", "checkpoints", "cache", "log.jsonl")
 
 
 def _holder(text: str) -> str:
@@ -42,7 +39,7 @@ def _holder(text: str) -> str:
 def _check_is_run_dir(run_dir: Path) -> None:
     if run_dir.exists() and not run_dir.is_dir():
         raise MtError(f"{run_dir}: is a file, not a run directory; choose another --run-dir")
-    if run_dir.is_dir() and any(run_dir.iterdir()) and not any((run_dir / name).exists() for name in RUN_FILES):
+    if run_dir.is_dir() and any(run_dir.iterdir()) and not RunDir(run_dir).is_run():
         raise MtError(f"{run_dir}: exists and is not a run directory of mt; choose another --run-dir (a new or "
                       f"empty directory, or a run's), so that its files are not mixed with a run's")
 
@@ -53,7 +50,7 @@ def lock_run_dir(run_dir: Path, command: str) -> Iterator[None]:
     run_dir = Path(run_dir)
     _check_is_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / LOCK_FILE
+    path = RunDir(run_dir).lock
     with open(path, "a+", encoding="utf-8", errors="replace") as f:  # a damaged record is still taken over
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -23,12 +23,11 @@ import sentencepiece as spm
 from mt.core.atomic import atomic_write_bytes
 from mt.data.config import TokenizerConfig
 from mt.core.errors import MtError
+from mt.core.run_dir import RunDir
 from mt.data.script_conversion import OPENCC, converts, with_conversion
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
-JOINT_FILE = "spm.model"
-SRC_FILE, TGT_FILE = "spm.src.model", "spm.tgt.model"
 
 # SentencePiece's call for a list starts its threads anew each time: for fewer texts than this, one call per text
 # costs less (a request's few sentences in `mt serve`, most of all)
@@ -119,25 +118,28 @@ class Tokenizer:
         return [CONTROL.sub(" ", text) for text in texts]
 
     def save(self, run_dir: Path) -> None:
+        run = RunDir(run_dir)
         if self.joint:
-            atomic_write_bytes(run_dir / JOINT_FILE, self.src_proto)
+            atomic_write_bytes(run.joint_tokenizer, self.src_proto)
         else:
-            atomic_write_bytes(run_dir / SRC_FILE, self.src_proto)
-            atomic_write_bytes(run_dir / TGT_FILE, self.tgt_proto)
+            for path, proto in zip(run.side_tokenizers, (self.src_proto, self.tgt_proto)):
+                atomic_write_bytes(path, proto)
 
     @classmethod
     def load(cls, run_dir: Path, scripts: tuple[str, str] = ("keep", "keep")) -> Tokenizer | None:
         """The tokenizer saved in a run directory, or None when there is none yet."""
-        if (run_dir / JOINT_FILE).exists():
-            return cls(_read_model(run_dir / JOINT_FILE), None, scripts)
-        if (run_dir / SRC_FILE).exists() and (run_dir / TGT_FILE).exists():
-            return cls(_read_model(run_dir / SRC_FILE), _read_model(run_dir / TGT_FILE), scripts)
+        run = RunDir(run_dir)
+        if run.joint_tokenizer.exists():
+            return cls(_read_model(run.joint_tokenizer), None, scripts)
+        if all(path.exists() for path in run.side_tokenizers):
+            return cls(*map(_read_model, run.side_tokenizers), scripts)
         return None
 
 
 def tokenizer_files(run_dir: Path) -> list[Path]:
     """The tokenizer files present in a run directory."""
-    return [run_dir / name for name in (JOINT_FILE, SRC_FILE, TGT_FILE) if (run_dir / name).exists()]
+    run = RunDir(run_dir)
+    return [path for path in (run.joint_tokenizer, *run.side_tokenizers) if path.exists()]
 
 
 def script_converter(script: str) -> Callable[[list[str]], list[str]]:

@@ -15,8 +15,7 @@ from mt.core.errors import MtError
 from mt.data.tokenizer import BOS, PAD, Tokenizer
 from mt.decode.engine import Hypothesis
 from mt.decode.shortlist import Shortlist
-from mt.exchange.checkpoint import EXPORT_META_FILE, check_export_files, export_meta
-from mt.exchange.export import optional_package
+from mt.exchange.export import EXPORT_META_FILE, check_export_files, export_meta, optional_package
 
 
 def compute_type(requested: str, device: torch.device) -> str:

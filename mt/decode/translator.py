@@ -18,6 +18,7 @@ from mt.exchange.checkpoint import default_checkpoint, load_model, training_fact
 from mt.config import Config, DecodeConfig, Device, Engine
 from mt.core.device import has_native_bf16, resolve_device
 from mt.core.errors import MtError
+from mt.core.run_dir import latest_run
 from mt.decode.score import PairScore, score_pairs
 from mt.decode.engine import SearchEngine, search_sources
 from mt.decode.searcher import Searcher
@@ -124,20 +125,20 @@ def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto
                           "ensembles use mt's own engine")
         from mt.decode.ctranslate2 import CTranslate2Engine  # the optional ctranslate2 package
 
-        ct2 = CTranslate2Engine(paths[0] if paths else default_checkpoint().parent.parent / "ctranslate2",
+        ct2 = CTranslate2Engine(paths[0] if paths else latest_run().ctranslate2,
                                 torch_device, compute_type)
         return Translator(ct2, ct2.tokenizer, ct2.config, ct2.facts)
     paths = paths or [default_checkpoint()]
     if weights and len(paths) == 1:
         raise MtError("--weights weighs the models of an ensemble: give several --checkpoint")
     weights = ensemble_weights(weights, len(paths))  # checked before the models load
-    loaded = [load_model(path, torch_device) for path in paths]  # (model, tokenizer, config, state) each
-    model, tokenizer, config, state = loaded[0]  # the first one's config and decode settings lead
+    loaded = [load_model(path, torch_device) for path in paths]  # (model, tokenizer, config, record) each
+    model, tokenizer, config, record = loaded[0]  # the first one's config and decode settings lead
     for path, (_, other, _, _) in zip(paths[1:], loaded[1:]):
         if (other.vocab_hash, other.scripts) != (tokenizer.vocab_hash, tokenizer.scripts):
             raise MtError(f"{path}: its vocabulary (hash {other.vocab_hash}) or script conversion differs from "
                           f"{paths[0]}'s ({tokenizer.vocab_hash}); an ensemble's models share one tokenizer")
-    facts = training_facts(state)
+    facts = training_facts(record)
     if len(paths) > 1:
         facts["ensemble"] = [str(path) for path in paths]
         model = Ensemble([member for member, *_ in loaded], weights)

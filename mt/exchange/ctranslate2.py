@@ -29,7 +29,7 @@ def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | N
     replaced as a whole when the new one is complete. `vocabulary_map` gives the text of CTranslate2's vmap.txt for
     the checkpoint's tokenizer (mt/decode/ctranslate2.py, from a shortlist), which `use_vmap` reads."""
     optional_package("ctranslate2", "ctranslate2")
-    model, tokenizer, config, state = load_model(checkpoint, torch.device("cpu"))
+    model, tokenizer, config, record = load_model(checkpoint, torch.device("cpu"))
     vmap = vocabulary_map(tokenizer) if vocabulary_map else None  # a bad shortlist is reported before any writing
     spec = model_spec(model, pieces(tokenizer.src), pieces(tokenizer.tgt))
     spec.validate()
@@ -42,7 +42,7 @@ def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | N
         tokenizer.self_converting().save(staging)  # its model files convert Chinese script themselves
         if vmap is not None:
             (staging / "vmap.txt").write_text(vmap, encoding="utf-8")
-        write_meta(staging, "ctranslate2", checkpoint, config, training_facts(state), tokenizer.vocab_hash)
+        write_meta(staging, "ctranslate2", checkpoint, config, training_facts(record), tokenizer.vocab_hash)
 
 
 # Our sublayers under CTranslate2's names: each holds its box's projections and its LayerNorm

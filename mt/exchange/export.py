@@ -15,8 +15,41 @@ from torch import nn
 from mt.config import Config, config_to_dict
 from mt.core.atomic import Kind, file_checksum
 from mt.core.errors import MtError
-from mt.exchange.checkpoint import EXPORT_META_FILE, export_format
 from mt.model.transformer import MultiHeadAttention, PositionwiseFeedForward, Transformer
+
+
+EXPORT_META_FILE = "mt.json"  # in an export's directory: marks it as mt's, with its format, config and facts
+
+
+def export_meta(directory: Path) -> dict | None:
+    """The mt.json of mt's export in `directory`, or None when the directory is not one: no mt.json, or one that is
+    unreadable, not JSON, not an object, or names no format."""
+    try:
+        meta = json.loads((Path(directory) / EXPORT_META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none, unreadable, not UTF-8 or not JSON (both ValueErrors)
+        return None
+    return meta if isinstance(meta, dict) and "format" in meta else None
+
+
+def check_export_files(directory: Path, meta: dict) -> None:
+    """Refuse an export whose files are not the ones `mt export` wrote (damaged, cut short, changed or missing);
+    an export made before mt.json listed its files is not checked."""
+    files = meta.get("files")
+    if files is None:
+        return
+    if not isinstance(files, dict) or any(Path(str(name)).name != name for name in files):  # names, not paths
+        raise MtError(f"{Path(directory) / EXPORT_META_FILE}: damaged (its list of files); export it again")
+    for name, checksum in files.items():
+        path = Path(directory) / name
+        if not path.is_file() or file_checksum(path) != checksum:
+            raise MtError(f"{path}: {'damaged or changed' if path.is_file() else 'missing'} since `mt export` wrote "
+                          f"it (its checksum differs from mt.json's); export it again")
+
+
+def export_format(directory: Path) -> str | None:
+    """The format of mt's export in `directory` ("ctranslate2", "huggingface"), or None when it is not one."""
+    meta = export_meta(directory)
+    return meta["format"] if meta else None
 
 
 def optional_package(name: str, extra: str) -> ModuleType:

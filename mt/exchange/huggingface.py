@@ -32,7 +32,7 @@ def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None =
     """Write `checkpoint` as a Hugging Face model directory: a new one, or an earlier mt export there, replaced
     whole when the new one is complete. `test`: the checkpoint's test-set scores, for the model card."""
     transformers = optional_package("transformers", "huggingface")
-    model, tokenizer, config, state = load_model(checkpoint, torch.device("cpu"))
+    model, tokenizer, config, record = load_model(checkpoint, torch.device("cpu"))
     refuse_what_marian_cannot_express(config)
     marian = transformers.MarianMTModel(marian_config(model, transformers)).eval()
     missing, unexpected = marian.load_state_dict(marian_weights(model), strict=False)
@@ -47,7 +47,7 @@ def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None =
         marian.generation_config = generation_config(config, transformers)
         marian.save_pretrained(staging)  # config.json, generation_config.json, model.safetensors
         save_tokenizer(tokenizer.self_converting(), config, staging, transformers)
-        facts = training_facts(state)
+        facts = training_facts(record)
         (staging / "README.md").write_text(model_card(config, tokenizer, facts, checkpoint, test), encoding="utf-8")
         write_meta(staging, "huggingface", checkpoint, config, facts, tokenizer.vocab_hash)
 

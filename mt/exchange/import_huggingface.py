@@ -20,12 +20,13 @@ from torch import Tensor
 
 from mt.config import Config, DecodeConfig, config_from_dict, config_to_dict, save_config
 from mt.core.errors import MtError, first_line
+from mt.core.run_dir import RunDir
 from mt.data.config import DataConfig, TokenizerConfig
 from mt.data.script_conversion import sentencepiece_model
 from mt.data.tokenizer import PAD, Tokenizer
-from mt.exchange.checkpoint import (EXPORT_META_FILE, check_export_files, checkpoint_dir, export_meta,
-                                   last_checkpoint, save_checkpoint, save_run_checkpoint, tokenizer_state)
-from mt.exchange.export import optional_package
+from mt.exchange.checkpoint import (FORMAT_VERSION, Checkpoint, save_checkpoint, save_run_checkpoint,
+                                   tokenizer_state)
+from mt.exchange.export import EXPORT_META_FILE, check_export_files, export_meta, optional_package
 from mt.exchange.marian import check_logits, load_marian_weights
 from mt.model.config import ModelConfig
 from mt.model.transformer import ACTIVATIONS, Transformer
@@ -50,11 +51,13 @@ def import_huggingface(source: str, output: Path, src_lang: str = "", tgt_lang: 
     vocabularies = {side: ids for side, (ids, _) in sides.items()}
     load_marian_weights(model, marian.state_dict(), vocabularies)
     check_logits(model, marian, vocabularies, what="imported")
-    facts = meta.get("facts", {}) if meta else {}
-    state = {"model": model.state_dict(), "config": config_to_dict(config), "tokenizer": tokenizer_state(tokenizer),
-             "step": facts.get("step", 0), "imported": {"from": str(source), "format": "huggingface"},
-             **{key: facts[key] for key in ("dev", "averaged", "cleaning") if facts.get(key)}}
-    return _write(state, config, tokenizer, output)
+    facts = meta.get("facts", {}) if meta else {}  # mt's export keeps its checkpoint's (checkpoint.training_facts)
+    checkpoint = Checkpoint.from_state(
+        {"format_version": FORMAT_VERSION, "model": model.state_dict(), "config": config_to_dict(config),
+         "tokenizer": tokenizer_state(tokenizer), "position": {"step": facts.get("step", 0)},
+         "imported": {"from": str(source), "format": "huggingface"},
+         **{key: facts[key] for key in ("dev", "averaged", "cleaning") if facts.get(key)}}, Path(source))
+    return _write(checkpoint, config, tokenizer, output)
 
 
 def _vocabularies(c, hf_tokenizer) -> tuple[dict[str, tuple[Tensor, list[str]]], bytes, bytes]:
@@ -67,20 +70,21 @@ def _vocabularies(c, hf_tokenizer) -> tuple[dict[str, tuple[Tensor, list[str]]],
     return sides, src_proto, tgt_proto
 
 
-def _write(state: dict, config: Config, tokenizer: Tokenizer, output: Path) -> Path:
+def _write(checkpoint: Checkpoint, config: Config, tokenizer: Tokenizer, output: Path) -> Path:
     """The checkpoint file, or a run directory with it, the tokenizer and config.yaml; its path."""
     if output.suffix == ".pt":
-        save_checkpoint(state, output)
+        save_checkpoint(checkpoint, output)
         return output
-    checkpoint_dir(output).mkdir(parents=True, exist_ok=True)
+    run = RunDir(output)
+    run.checkpoints.mkdir(parents=True, exist_ok=True)
     tokenizer.save(output)
-    save_config(config, output / "config.yaml")
-    return save_run_checkpoint(state, output, state["step"], best=True, keep_last=1)
+    save_config(config, run.config)
+    return save_run_checkpoint(checkpoint, output, best=True, keep_last=1)
 
 
 def _refuse_existing(output: Path) -> None:
     """An import writes a new checkpoint or run; it never replaces one."""
-    taken = output if output.suffix == ".pt" else last_checkpoint(output)
+    taken = output if output.suffix == ".pt" else RunDir(output).last
     if taken.exists():
         raise MtError(f"{taken}: already exists; choose another -o (an import never replaces a checkpoint)")
 

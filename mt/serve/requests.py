@@ -175,7 +175,8 @@ class LibreTranslateRequest(TextsRequest):
     source: Source = Field(description="The source language's code, or auto.")
     target: Target = Field(description="The target language's code.")
     format: Annotated[Literal["text", "html"], BeforeValidator(_text_by_default)] = Field(
-        "text", description="text, or html: the tags are kept, inline ones placed on the translation.")
+        "text", description="With html, the markup is kept and each inline tag placed on the translation of the "
+                            "words it was on.")
     alternatives: Annotated[int, Spelt, Ge(0), AtMost("max_beam", less=1)] = Field(
         0, description="Other translations per text besides the best (none for HTML).")
     api_key: ApiKey = None

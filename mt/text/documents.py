@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from mt.text.markup import HtmlDocument
 
 FORMATS = {".txt": "text", ".html": "HTML", ".htm": "HTML", ".srt": "subtitles", ".docx": "Word document"}
+DOCUMENTS = {suffix for suffix, kind in FORMATS.items() if kind != "text"}  # translated whole, in their format
 
 # A .docx is a zip: refuse one that would unpack to more than this, or whose member unpacks to more than MAX_RATIO
 # times its packed size (a zip bomb: zeros pack a thousand to one; XML packs some ten to one). Small members are
@@ -85,6 +86,27 @@ def read_document(name: str, data: bytes, max_bytes: int | None = None) -> Docum
         page = read_html(text)
         return Html(page.texts, page, encoding)
     return PlainText([Marked(text)], encoding)
+
+
+def check_output_format(input: PurePath | None, output: PurePath | None, format: str | None) -> None:
+    """Refuse, before any work, an --output whose suffix names another document format than the translation's (a
+    subtitle file's translation named .docx); any text (plain, HTML, subtitles) may go to a .txt file or one whose
+    suffix names no format. `format` "html": the input is HTML whatever its name."""
+    if output is None:
+        return
+    made = "HTML" if format == "html" else FORMATS.get(input.suffix.lower(), "text") if input else "text"
+    named = FORMATS.get(output.suffix.lower())
+    word = made == "Word document"
+    if named != made and (named not in (None, "text") or word):
+        endings = ", ".join(suffix for suffix, kind in FORMATS.items() if kind == made or (kind == "text" and not word))
+        said = f"its suffix names {_a(named)}, but " if named else ""
+        raise MtError(f"--output {output}: {said}the translation is {_a(made)}; choose a name ending in {endings}"
+                      + ("" if word else ", or a suffix that names no format"))
+
+
+def _a(kind: str) -> str:
+    """A format's name as a phrase: "a Word document", "HTML", "text"."""
+    return "a Word document" if kind == "Word document" else kind
 
 
 def decode(name: str, data: bytes) -> tuple[str, Encoding]:

@@ -17,13 +17,13 @@ from mt.core.atomic import remove_partial_writes
 from mt.core.device import resolve_device
 from mt.core.distributed import World, close_world, init_world, main_first, max_across
 from mt.core.errors import MtError
+from mt.core.run_dir import RunDir
 from mt.core.run_lock import lock_run_dir
 from mt.core.stopping import StopSignals, Stopped
 from mt.data.batching import Batch
 from mt.train.prepare import PreparedData, prepare_data
 from mt.data.tokenizer import Tokenizer
-from mt.exchange.checkpoint import (checkpoint_dir, last_checkpoint, load_checkpoint, save_run_checkpoint,
-                                    started_how, tokenizer_from_state)
+from mt.exchange.checkpoint import load_checkpoint, save_run_checkpoint, started_how, tokenizer_from_state
 from mt.train.progress import Progress, peak_memory_mb
 from mt.train.trainer import Trainer, check_fits
 from mt.train.updates import loader, step_batches
@@ -80,7 +80,7 @@ class TrainingLoop:
                 progress.close()
         log.info(f"done: {p.step} steps, {progress.tokens_per_second():,.0f} target tokens/s, peak memory "
                  f"{peak_memory_mb():,.0f} MB, best dev BLEU {p.best_bleu:.2f}; checkpoints in "
-                 f"{checkpoint_dir(self.run_dir)}")
+                 f"{RunDir(self.run_dir).checkpoints}")
 
     def batches(self) -> Iterator[list[Batch]]:
         """This process's batches for each update from the current position on, epoch after epoch."""
@@ -119,10 +119,9 @@ class TrainingLoop:
 
     def save(self, dev: dict | None) -> Path:
         """A checkpoint of this update, the best so far when its dev BLEU improved. Main process only."""
-        state = self.trainer.state()
-        state["dev"] = {k: v for k, v in (dev or {}).items() if k != "sample"}
+        scores = {k: v for k, v in dev.items() if k != "sample"} if dev is not None else None
         best = dev is not None and self.position.evals_without_gain == 0
-        return save_run_checkpoint(state, self.run_dir, self.position.step, best, self.config.train.keep_last)
+        return save_run_checkpoint(self.trainer.checkpoint(scores), self.run_dir, best, self.config.train.keep_last)
 
     def stopped(self, stop: Stopped) -> MtError:
         """The error that ends a stopped run, after the main process saved a checkpoint where it stopped."""
@@ -156,7 +155,8 @@ def train(config: Config, resume: bool = False, init_from: Path | None = None,
 
 def _train(config: Config, run_dir: Path, resume: bool, init_from: Path | None, keep: frozenset[Keep],
            world: World, device: torch.device) -> None:
-    last = last_checkpoint(run_dir)
+    run = RunDir(run_dir)
+    last = run.last
     if last.exists() and not resume:
         raise MtError(f"{run_dir} already holds a run: pass --resume to continue it, "
                       f"or choose another directory with --run-dir")
@@ -165,29 +165,29 @@ def _train(config: Config, run_dir: Path, resume: bool, init_from: Path | None, 
     torch.manual_seed(config.train.seed)  # the initial weights (DDP then copies rank 0's to all)
     with main_first(world):  # the main process trains the tokenizer and fills the token cache; others reuse them
         if world.is_main:
-            checkpoint_dir(run_dir).mkdir(parents=True, exist_ok=True)
-            remove_partial_writes(checkpoint_dir(run_dir))
-        state = load_checkpoint(last) if last.exists() else None
-        start = load_checkpoint(init_from) if state is None and init_from is not None else None
+            run.checkpoints.mkdir(parents=True, exist_ok=True)
+            remove_partial_writes(run.checkpoints)
+        resumed = load_checkpoint(last) if last.exists() else None
+        start = load_checkpoint(init_from) if resumed is None and init_from is not None else None
         tokenizer: Tokenizer | None = None
-        if state or start:
-            tokenizer = tokenizer_from_state(state or start, last if state else init_from, config.data.scripts())
+        if resumed or start:
+            tokenizer = tokenizer_from_state(resumed or start, last if resumed else init_from, config.data.scripts())
         if start is not None:
             check_fits(start, init_from, config, tokenizer, run_dir, keep)
             if world.is_main:
                 tokenizer.save(run_dir)  # the run's own copy, as a run that trained its tokenizer has
         data = prepare_data(config, run_dir, tokenizer)
     if world.is_main:
-        save_config(config, run_dir / "config.yaml")
+        save_config(config, run.config)
     trainer = Trainer(config, data.tokenizer, device, world)
     trainer.cleaning = data.cleaning
-    if state is not None:
-        trainer.restore(state)
+    if resumed is not None:
+        trainer.restore(resumed)
         log.info(f"resumed from {last} at step {trainer.position.step}")
     elif start is not None:
         trainer.start_from(start, init_from, keep)
         how = started_how(trainer.init_from)
-        log.info(f"started from the weights of {init_from} (step {start.get('step', 0)}){how}")
+        log.info(f"started from the weights of {init_from} (step {start.position.step}){how}")
     params = sum(p.numel() for p in trainer.model.parameters())
     processes = f" × {world.size} processes" if world.is_distributed else ""
     log.info(f"model: {params:,} parameters, {config.model.norm}-LN, on {device}{processes}, "

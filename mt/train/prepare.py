@@ -23,6 +23,7 @@ from mt.data.batching import TrainBatches
 from mt.config import Config
 from mt.data.corpora import TrainingMixture, encode_corpus, filter_pairs, lengths, read_corpus, tokenizer_sample
 from mt.core.errors import MtError
+from mt.core.run_dir import RunDir
 from mt.core.run_lock import lock_run_dir
 from mt.data.tokenizer import Sampling, Tokenizer, tokenizer_files, train_tokenizer
 
@@ -71,14 +72,14 @@ def _check_vocabulary(tokenizer: Tokenizer, config: Config, run_dir: Path) -> No
             files = " and ".join(str(path) for path in tokenizer_files(run_dir))
             raise MtError(f"{files}: the run's{side} SentencePiece model has {size:,} pieces, but tokenizer.vocab_size "
                           f"is {wanted:,}: it is damaged, or was trained for another config; remove it and "
-                          f"{run_dir / 'cache'} to train a new one (checkpoints keep their own copy)")
+                          f"{RunDir(run_dir).cache} to train a new one (checkpoints keep their own copy)")
 
 
 def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> PreparedData:
     """Everything training reads, with `tokenizer` (a resumed run's) or the run's own."""
     data = config.data
     tokenizer = tokenizer or saved_tokenizer(config, run_dir)  # checked before the corpora are read
-    cache = run_dir / "cache"
+    cache = RunDir(run_dir).cache
     cleaning = Cleaning(data, cache)
     mixture = TrainingMixture(data, config.train.seed, cleaning)
     dev_pairs = read_corpus(data.dev, data, "dev")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,7 @@ from mt.core.distributed import World, sum_across
 from mt.core.errors import MtError
 from mt.data.batching import Batch
 from mt.data.tokenizer import PAD, Tokenizer
-from mt.exchange.checkpoint import tokenizer_state
+from mt.exchange.checkpoint import Checkpoint, InitFrom, Position, tokenizer_state
 from mt.model.transformer import Transformer
 from mt.train.loss import SmoothedCrossEntropy
 
@@ -53,17 +52,6 @@ def learning_rate(step: int, config: Config) -> float:
     if t.decay == "linear":
         return linear_lr(step, d, t.warmup_steps, t.max_steps, t.lr_scale)
     return inverse_sqrt_lr(step, d, t.warmup_steps, t.lr_scale)
-
-
-@dataclass
-class Position:
-    """Where training stands: updates done, and the next one in the epoch's fixed batch order."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_index: int = 0  # the next update of the epoch (each uses accum_steps × processes batches)
-    best_bleu: float = -1.0
-    evals_without_gain: int = 0  # validations since dev BLEU last improved (for early stopping)
 
 
 MAX_SKIPPED_IN_A_ROW = 25  # fp16 loss scaling may skip a few steps while it finds its scale; more is divergence
@@ -102,7 +90,7 @@ class Trainer:
         self.dtype_name = str(self.dtype or torch.float32).removeprefix("torch.")  # for reports: bfloat16, float32
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.dtype == torch.float16)
         self.position = Position()
-        self.init_from: dict | None = None  # where the weights came from, when not from a random start
+        self.init_from: InitFrom | None = None  # where the weights came from, when not from a random start
         self.cleaning: dict = {}  # what cleaning removed from the training corpora (mt/clean), for `mt info`
         self.skipped_in_a_row = 0
 
@@ -165,60 +153,59 @@ class Trainer:
 
     # ------------------------------------------------------------ run state
 
-    def state(self) -> dict:
-        p = self.position
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
-                **dataclasses.asdict(p), "world_size": self.world.size,
-                "config": config_to_dict(self.config), "tokenizer": tokenizer_state(self.tokenizer),
-                **({"init_from": self.init_from} if self.init_from else {}),
-                **({"cleaning": self.cleaning} if self.cleaning else {})}
+    def checkpoint(self, dev: dict | None = None) -> Checkpoint:
+        """What a checkpoint keeps of this update, with its dev scores when it was validated."""
+        return Checkpoint(model=self.model.state_dict(), config=config_to_dict(self.config),
+                          tokenizer=tokenizer_state(self.tokenizer), position=dataclasses.replace(self.position),
+                          world_size=self.world.size, optimizer=self.optimizer.state_dict(),
+                          scheduler=self.scheduler.state_dict(), scaler=self.scaler.state_dict(), dev=dev,
+                          init_from=self.init_from, cleaning=self.cleaning or None)
 
-    def restore(self, state: dict) -> None:
+    def restore(self, checkpoint: Checkpoint) -> None:
         try:
-            self.model.load_state_dict(state["model"])
+            self.model.load_state_dict(checkpoint.model)
         except RuntimeError as e:
             raise MtError(f"--resume: the checkpoint's weights do not fit this config's model "
                           f"({str(e).strip().splitlines()[-1].strip()})")
-        if state.get("world_size", 1) != self.world.size:
-            raise MtError(f"--resume: the run was trained by {state.get('world_size', 1)} processes; resume it with "
+        if checkpoint.world_size != self.world.size:
+            raise MtError(f"--resume: the run was trained by {checkpoint.world_size} processes; resume it with "
                           f"as many (this is {self.world.size}), or the data order would change")
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        if "scaler" in state:  # checkpoints of earlier versions have none, nor every Position field
-            self.scaler.load_state_dict(state["scaler"])
-        self.position = Position(**{f.name: state[f.name] for f in dataclasses.fields(Position) if f.name in state})
-        self.init_from = state.get("init_from")
+        self.optimizer.load_state_dict(checkpoint.optimizer)
+        self.scheduler.load_state_dict(checkpoint.scheduler)
+        if checkpoint.scaler:  # empty: saved by a run without loss scaling, whose scale starts afresh here
+            self.scaler.load_state_dict(checkpoint.scaler)
+        self.position = dataclasses.replace(checkpoint.position)
+        self.init_from = checkpoint.init_from
 
-    def start_from(self, state: dict, path: Path, keep: frozenset[Keep]) -> None:
+    def start_from(self, checkpoint: Checkpoint, path: Path, keep: frozenset[Keep]) -> None:
         """A new run from another run's weights (fine-tuning). Its optimizer's moments, its learning-rate
         schedule and its place in the data are fresh unless `keep` names them. A model with fewer layers than the
         checkpoint's takes a spread of them (`spread_layers`)."""
-        theirs, mine = config_from_dict(state["config"], source=str(path)).model, self.config.model
-        weights, shrunk = state["model"], {}
+        theirs, mine = config_from_dict(checkpoint.config, source=str(path)).model, self.config.model
+        weights, shrunk = checkpoint.model, {}
         for stack in ("encoder", "decoder"):
             have, want = getattr(theirs, f"num_{stack}_layers"), getattr(mine, f"num_{stack}_layers")
             if want < have:
                 shrunk[stack] = spread_layers(have, want)
                 weights = take_layers(weights, stack, shrunk[stack])
         self.model.load_state_dict(weights)
-        missing = [part for part, key in (("optimizer", "optimizer"), ("schedule", "scheduler")) if part in keep
-                   and key not in state]
+        missing = [part for part, state in (("optimizer", checkpoint.optimizer), ("schedule", checkpoint.scheduler))
+                   if part in keep and state is None]
         if missing:
             raise MtError(f"--init-from {path}: has no {missing[0]} state to keep (an average of checkpoints?)")
         if "optimizer" in keep:  # the moments; the learning rate and betas stay this config's
             fresh = self.optimizer.state_dict()
-            self.optimizer.load_state_dict({**fresh, "state": state["optimizer"]["state"]})
+            self.optimizer.load_state_dict({**fresh, "state": checkpoint.optimizer["state"]})
         if "schedule" in keep:  # no second warm-up: the rate goes on from the checkpoint's update count
-            self.scheduler.load_state_dict(state["scheduler"])
+            self.scheduler.load_state_dict(checkpoint.scheduler)
             for group, lr in zip(self.optimizer.param_groups, self.scheduler.get_last_lr()):
                 group["lr"] = lr
         if "position" in keep:  # the same data order, from where it stood (the update count goes on too)
-            self.position = Position(step=state.get("step", 0), epoch=state.get("epoch", 0),
-                                     batch_index=state.get("batch_index", 0))
-        self.init_from = {"checkpoint": str(Path(path).resolve()), "step": state.get("step", 0), "kept": sorted(keep),
-                          **({"layers": shrunk} if shrunk else {}),
-                          **({"from": state["init_from"]} if "init_from" in state else {})}
+            at = checkpoint.position
+            self.position = Position(step=at.step, epoch=at.epoch, batch_index=at.batch_index)
+        self.init_from = InitFrom(checkpoint=str(Path(path).resolve()), step=checkpoint.position.step,
+                                  kept=sorted(keep), **({"layers": shrunk} if shrunk else {}),
+                                  **({"from": checkpoint.init_from} if checkpoint.init_from else {}))
 
 
 def spread_layers(theirs: int, mine: int) -> list[int]:
@@ -250,11 +237,11 @@ TUNABLE_MODEL_KEYS = {"dropout", "init_std"}
 SHRINKABLE_MODEL_KEYS = {"num_encoder_layers", "num_decoder_layers"}
 
 
-def check_fits(start: dict, path: Path, config: Config, tokenizer: Tokenizer, run_dir: Path,
+def check_fits(start: Checkpoint, path: Path, config: Config, tokenizer: Tokenizer, run_dir: Path,
                keep: frozenset[Keep]) -> None:
     """A run started from a checkpoint's weights keeps its model's shape (or fewer of its layers), its tokenizer and
     its script conversion; refuse a config that differs, naming the key."""
-    theirs = config_from_dict(start["config"], source=str(path))
+    theirs = config_from_dict(start.config, source=str(path))
     for field in dataclasses.fields(config.model):
         mine, their = getattr(config.model, field.name), getattr(theirs.model, field.name)
         if field.name in SHRINKABLE_MODEL_KEYS and mine > their:

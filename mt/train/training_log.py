@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mt.core.run_dir import RunDir
+
 
 class TrainingLog:
     def __init__(self, run_dir: Path, tensorboard: bool):
-        self.jsonl = (run_dir / "log.jsonl").open("a", encoding="utf-8")
+        self.jsonl = RunDir(run_dir).log.open("a", encoding="utf-8")
         self.writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter  # imported here: it takes a second to load
-            self.writer = SummaryWriter(str(run_dir / "tensorboard"))
+            self.writer = SummaryWriter(str(RunDir(run_dir).tensorboard))
 
     def write(self, step: int, values: dict) -> None:
         """One record: training values (loss, lr, tok_s) or validation values (dev_loss, dev_bleu, …)."""

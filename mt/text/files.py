@@ -1,0 +1,138 @@
+"""Translate lines and documents from arguments, files and stdin, and write them (`mt translate`).
+
+The input is read first (`read_source`), so that a missing or bad file is reported before the model loads. Plain
+text is translated in chunks of lines, each chunk's lines written as soon as they are done; an HTML text or a
+document file (mt/text/documents.py) is translated whole and written in its own format.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from mt.config import DecodeConfig
+from mt.core.atomic import DOCX, TEXT, Kind, atomic_open, atomic_write_bytes
+from mt.core.errors import MtError
+from mt.core.lines import BOM, Encoding, file_encoding, iter_file_lines, iter_lines, read_bytes
+from mt.decode.translator import Translation, Translator, translate_stream
+from mt.text.documents import DOCUMENTS, Document, read_document
+from mt.text.texts import translate_marked, translate_texts
+
+log = logging.getLogger(__name__)
+
+CHUNK_LINES = 2000  # lines read, sorted by length and translated together when streaming
+
+
+def output_kind(output: Path | None) -> Kind:
+    """What a translation written to `output` is: a Word document, or text."""
+    return DOCX if output is not None and output.suffix.lower() == ".docx" else TEXT
+
+
+def read_source(text: list[str] | None, input: Path | None, format: str | None,
+                output: Path | None) -> Lines | DocumentSource:
+    """What to translate: the `text` arguments, the file `input`, or stdin; a document when `format` is "html" or
+    the file's suffix names a document format."""
+    if format == "html" or (input is not None and format is None and input.suffix.lower() in DOCUMENTS):
+        return DocumentSource.read(text, input, format, output)
+    return Lines.read(text, input, output)
+
+
+@dataclass
+class DocumentSource:
+    """An HTML text, or a document file, translated whole and written in its own format to `output` or stdout."""
+
+    document: Document
+    output: Path | None
+
+    @classmethod
+    def read(cls, text: list[str] | None, input: Path | None, format: str | None,
+             output: Path | None) -> DocumentSource:
+        if input is not None:
+            data, name = read_bytes(input), input.name if format is None else f"{input.stem}.html"
+        else:
+            data, name = ("\n".join(text) if text else sys.stdin.read()).encode("utf-8"), "stdin.html"
+        if output is None and name.lower().endswith(".docx"):
+            raise MtError(f"{input}: a Word document's translation needs --output FILE.docx")
+        return cls(read_document(name, data), output)
+
+    def translate(self, translator: Translator, decode: DecodeConfig, split: bool) -> None:
+        result = self.document.render(translate_marked(translator, self.document.texts, decode, split))
+        if self.output is not None:
+            atomic_write_bytes(self.output, result, output_kind(self.output))
+        else:
+            sys.stdout.write(result.decode("utf-8"))
+            sys.stdout.flush()
+
+
+@dataclass
+class Lines:
+    """Plain text, line by line: `chunk` lines translated at a time; each line's translation (or its n-best list,
+    `LINE ||| TEXT ||| SCORE` per hypothesis) written to `output` or stdout with the input's line end."""
+
+    lines: Iterable[str]
+    chunk: int
+    encoding: Encoding
+    output: Path | None
+    bar: bool  # a progress bar, for a person watching the terminal while the translations go to a file or a pipe
+
+    @classmethod
+    def read(cls, text: list[str] | None, input: Path | None, output: Path | None) -> Lines:
+        """The arguments all at once; a file or piped stdin in chunks; a person typing at a terminal line by
+        line. A file is opened now, so that a missing one is reported first."""
+        if text:
+            lines, chunk = text, len(text)
+        elif input is not None:
+            lines, chunk = iter_file_lines(input), CHUNK_LINES
+        elif sys.stdin.isatty():
+            log.info("reading sentences from stdin (Ctrl-D to end)")
+            lines, chunk = iter_lines(sys.stdin.buffer, "stdin"), 1
+        else:
+            lines, chunk = iter_lines(sys.stdin.buffer, "stdin"), CHUNK_LINES
+        encoding = file_encoding(input) if input is not None else Encoding()  # kept in the translation
+        if encoding.bom:  # the mark is the file's, not its first line's
+            lines = (line.removeprefix(BOM) if n == 0 else line for n, line in enumerate(lines))
+        bar = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty()) and not text
+        return cls(lines, chunk, encoding, output, bar)
+
+    def translate(self, translator: Translator, decode: DecodeConfig, split: bool) -> str:
+        """Translate and write every line; the last line's best translation."""
+        def translate_chunk(lines: list[str], first: int) -> list[list[Translation]]:
+            if decode.nbest == 1:
+                return [[Translation(t, 0.0)] for t in translate_texts(translator, lines, decode, split)]
+            return translator.translate(lines, decode, first)  # n-best lists are of whole lines, cut to fit the model
+
+        last = ""
+        results = translate_stream(translate_chunk, self.lines, self.chunk)
+        with line_writer(self.output, self.encoding) as write:
+            for i, hyps in enumerate(tqdm(results, unit=" lines", disable=not self.bar, file=sys.stderr)):
+                if decode.nbest == 1:
+                    write(hyps[0].text)
+                else:
+                    for t in hyps:
+                        write(f"{i} ||| {t.text} ||| {t.score:.4f}")
+                last = hyps[0].text
+        return last
+
+
+@contextmanager
+def line_writer(output: Path | None, encoding: Encoding = Encoding()) -> Iterator[Callable[[str], None]]:
+    """A function that writes one line: to stdout at once, or into `output`, which appears (atomically)
+    only when every line is written; with `encoding`'s line end, after its byte-order mark if it has one."""
+    if output is None:
+        sys.stdout.write(encoding.mark)
+
+        def write(line: str) -> None:
+            sys.stdout.write(line + encoding.newline)
+            sys.stdout.flush()
+
+        yield write
+    else:
+        with atomic_open(output, TEXT) as f:
+            f.write(encoding.mark.encode("utf-8"))
+            yield lambda line: f.write((line + encoding.newline).encode("utf-8"))
