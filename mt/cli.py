@@ -141,6 +141,12 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
               = None,
               head: Annotated[Optional[int], typer.Option("--head", help="With --attention: this head only "
                                                           "(of --layer, default the last).")] = None,
+              glossary: Annotated[Optional[Path], typer.Option(
+                  "--glossary", help="A glossary (SOURCE<TAB>TARGET lines): each output holds the target of each "
+                  "source term its line has (plain text, engine mt; docs/translating.md#glossaries).")] = None,
+              glossary_report: Annotated[Optional[Path], typer.Option(
+                  "--glossary-report", help="With --glossary: write what became of each line's terms here, one "
+                  "JSON line per input line.")] = None,
               model: ModelChoice | None = None, decode: dict | None = None):
     """Translate texts given as arguments, in --input FILE, or on stdin (line by line).
 
@@ -148,19 +154,27 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
     (.html, .srt, .docx) keep their markup, timings and styles. Plain text is read and translated in chunks, and
     each chunk's lines are written as soon as they are done.
     """
+    from mt.data.terms import TermFinder
     from mt.text.documents import check_output_format
-    from mt.text.files import output_kind, read_source
+    from mt.text.files import output_kind, read_source, read_terms
 
     if text and input:
         raise MtError("give sentences as arguments or --input FILE, not both")
     if attention is not None and (len(text or []) != 1 or model.engine != "mt" or format == "html"):
         raise MtError("--attention draws one translation: give one sentence as an argument (engine mt, plain text)")
     check_output_format(input, output, format)
-    check_outputs((output, output_kind(output)), (attention, PNG), inputs=(input,))
+    check_outputs((output, output_kind(output)), (attention, PNG), (glossary_report, TEXT),
+                  inputs=(input, glossary))
     source = read_source(text, input, format, output)  # first: a bad input is reported before the model loads
+    terms = read_terms(glossary, glossary_report, source, model.engine)
     translator = model.load()
     split, decode = split_and_decode(translator, decode)
-    last = source.translate(translator, decode, split)
+    if terms is not None and decode.sample:
+        raise MtError("--glossary holds in searched outputs; --sample draws them at random")
+    if terms is None:
+        last = source.translate(translator, decode, split)
+    else:
+        last = source.translate(translator, decode, split, TermFinder(terms, translator.tokenizer), glossary_report)
     if attention is not None:
         from mt.plots import draw_attention
 

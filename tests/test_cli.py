@@ -1,7 +1,9 @@
 """The commands as a user runs them: `python -m mt …` in a fresh directory, end to end on a tiny config."""
 
+import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -400,3 +402,32 @@ def test_resume_and_init_from_refuse_a_checkpoint_whose_tokenizer_is_not_its_voc
     for args in (["--resume", "--run-dir", str(run)], ["--init-from", str(last), "--run-dir", str(tmp_path / "new")]):
         done = mt("train", "-c", "tiny.yaml", *args, cwd=workdir)
         assert_one_line_error(done, str(last), "does not match its vocabulary hash")
+
+
+def test_translate_with_a_glossary_holds_each_term_and_reports_it(workdir, tmp_path):
+    """Each line's terms are in its translation; a line without a term is translated as without the glossary; the
+    report has a record per input line."""
+    (tmp_path / "g.tsv").write_text("# name\tits translation\n我\tTom\n你好\tgood day\n", encoding="utf-8")
+    lines = ["我爱你。", "你好。", "他走了。"]
+    plain = mt_in_process("translate", "--beam", "2", *lines, cwd=workdir)
+    held = mt_in_process("translate", "--beam", "2", "--glossary", str(tmp_path / "g.tsv"), "--glossary-report",
+                         str(tmp_path / "report.jsonl"), *lines, cwd=workdir)
+    assert plain.exit_code == 0 and held.exit_code == 0, held.output
+    first, second, third = held.stdout.splitlines()
+    assert re.search(r"\bTom\b", first) and "good day" in second and third == plain.stdout.splitlines()[2]
+    report = [json.loads(line) for line in (tmp_path / "report.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert report == [{"line": 1, "terms": [{"source": "我", "target": "Tom", "used": True}]},
+                      {"line": 2, "terms": [{"source": "你好", "target": "good day", "used": True}]},
+                      {"line": 3, "terms": []}]
+    nbest = mt_in_process("translate", "--beam", "3", "--nbest", "2", "--glossary", str(tmp_path / "g.tsv"), "我爱你。",
+                          cwd=workdir)
+    assert [json.loads(line.split(" ||| ")[3])[0]["used"] for line in nbest.stdout.splitlines()] == [True, True]
+
+
+def test_a_glossary_with_what_it_cannot_go_with_is_one_line(workdir, tmp_path):
+    (tmp_path / "g.tsv").write_text("我\tTom\n", encoding="utf-8")
+    (tmp_path / "bad.tsv").write_text("我 Tom\n", encoding="utf-8")
+    for args, words in ((["--glossary", str(tmp_path / "bad.tsv")], "bad.tsv:1: no tab"),
+                        (["--glossary", str(tmp_path / "g.tsv"), "--engine", "ctranslate2"], "needs --engine mt"),
+                        (["--glossary-report", str(tmp_path / "r.jsonl")], "goes with --glossary")):
+        assert_one_line_error(mt("translate", *args, "我爱你。", cwd=workdir), words)

@@ -1,7 +1,8 @@
 """What searches batches of sources, and how they are shared out: the engine's protocol (mt's own Searcher,
 mt/decode/searcher.py, or a CTranslate2 export, mt/decode/ctranslate2.py), the hypotheses it returns, and
 search_sources, the one place that sorts sources into length-sorted batches and gives each sentence its output limit,
-for either engine.
+for either engine. A source may come with terms (a glossary's, mt/decode/constraints.py) that each of its outputs
+holds.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from torch import Tensor
 from mt.data.batching import source_batches
 from mt.config import DecodeConfig
 from mt.core.openmp import map_in_threads
+from mt.decode.constraints import TermIds, longest_forms
 from mt.decode.shortlist import Shortlist
 
 
@@ -34,10 +36,10 @@ class SearchEngine(Protocol):
     def compute_type(self) -> str:
         """What its products compute in, as resolved on this device (--compute-type auto becomes a type)."""
 
-    def search_batch(self, src_ids: list[list[int]], limits: list[int],
-                     decode: DecodeConfig) -> list[list[Hypothesis]]:
+    def search_batch(self, src_ids: list[list[int]], limits: list[int], decode: DecodeConfig,
+                     terms: list[TermIds | None] | None = None) -> list[list[Hypothesis]]:
         """The decode.nbest best outputs of each source (ids) of one batch, best first, each of at most its limit's
-        tokens."""
+        tokens; with `terms` (one entry per source, None or [] for none), each output holds its source's terms."""
 
     def workers(self, decode: DecodeConfig) -> int:
         """How many batches to search at once (search_batch from as many threads)."""
@@ -54,11 +56,14 @@ class SearchEngine(Protocol):
         forced: weights [layers, heads, T, S] (a CTranslate2 export: its last layer, heads averaged, [1, 1, T, S])."""
 
 
-def search_sources(engine: SearchEngine, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
+def search_sources(engine: SearchEngine, src_ids: list[list[int]], decode: DecodeConfig,
+                   terms: list[TermIds | None] | None = None) -> list[list[Hypothesis]]:
     """The decode.nbest best outputs of each source, best first, in input order. Sources are sorted by length into
     batches of at most decode.max_tokens tokens (one looping output delays only its batch), which the engine may
     search several at once (its `workers`, among whom the sources are then cut into batches of about equal work:
-    equal_shares); each sentence keeps its own output limit."""
+    equal_shares); each sentence keeps its own output limit. With `terms` (one entry per source, None or [] for
+    none), each output of a source holds its terms, within a limit longer by their longest forms; a batch without
+    terms is searched as without them."""
     workers = engine.workers(decode)
     batches = source_batches(src_ids, decode.max_tokens)
     # a sample's draws follow its batch, which must not depend on the machine's threads
@@ -67,10 +72,15 @@ def search_sources(engine: SearchEngine, src_ids: list[list[int]], decode: Decod
 
     def search(numbered: tuple[int, list[int]]) -> list[list[Hypothesis]]:
         n, batch = numbered
-        limits = [output_limit(decode, len(src_ids[i]), engine.max_positions) for i in batch]
+        batch_ids = [src_ids[i] for i in batch]
+        batch_terms = [terms[i] for i in batch] if terms else [None] * len(batch)
+        limits = [output_limit(decode, len(ids), engine.max_positions, longest_forms(sentence_terms))
+                  for ids, sentence_terms in zip(batch_ids, batch_terms)]
         # sampling: each batch draws from a stream of its own, the same on every run and in any thread
         batch_decode = decode.replace(seed=decode.seed + n) if decode.sample else decode
-        return engine.search_batch([src_ids[i] for i in batch], limits, batch_decode)
+        if any(batch_terms):
+            return engine.search_batch(batch_ids, limits, batch_decode, batch_terms)
+        return engine.search_batch(batch_ids, limits, batch_decode)  # the very call a search without terms makes
 
     found: list[list[Hypothesis]] = [[] for _ in src_ids]
     searched = map_in_threads(search, enumerate(batches), min(workers, len(batches)))
@@ -93,6 +103,7 @@ def equal_shares(sources: int, batches: int, workers: int) -> int:
     return min(2 * workers * -(-batches // workers), sources // SHARED_ROWS)
 
 
-def output_limit(decode: DecodeConfig, src_len: int, max_positions: int) -> int:
-    """The most tokens an output may have: a · source length + b, within the position table."""
-    return min(int(decode.max_len_a * src_len + decode.max_len_b), max_positions - 1)
+def output_limit(decode: DecodeConfig, src_len: int, max_positions: int, term_tokens: int = 0) -> int:
+    """The most tokens an output may have: a · source length + b, and the `term_tokens` its terms need
+    (longest_forms), within the position table."""
+    return min(int(decode.max_len_a * src_len + decode.max_len_b) + term_tokens, max_positions - 1)

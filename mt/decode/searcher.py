@@ -1,5 +1,6 @@
 """mt's own engine (SearchEngine, mt/decode/engine.py): a model or an ensemble on a device, which searches batches
-of sources (mt/decode/search.py) and scores given translations (forced decoding, mt/decode/score.py).
+of sources (mt/decode/search.py; sources with terms, mt/decode/constrained.py) and scores given translations (forced
+decoding, mt/decode/score.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from mt.data.batching import pad_ids
 from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.model.transformer import Transformer
+from mt.decode.constrained import constrained_beam_search
+from mt.decode.constraints import TermIds, Terms
 from mt.decode.engine import Hypothesis, search_sources
 from mt.decode.packing import PackedWeights
 from mt.decode.sampling import TokenSampling
@@ -23,6 +26,8 @@ from mt.decode.search import beam_search, greedy_search
 from mt.decode.shortlist import Shortlist, narrowed_generator
 from mt.decode.steps import Ensemble
 from mt.data.tokenizer import BOS
+
+TERM_BEAM = 4  # the smallest beam a sentence with terms is searched in: greedy's one hypothesis cannot hold a term back
 
 
 class Searcher:
@@ -53,9 +58,10 @@ class Searcher:
     def compute_type(self) -> str:
         return "bfloat16" if self.dtype == torch.bfloat16 else "float32"
 
-    def search(self, src_ids: list[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
+    def search(self, src_ids: list[list[int]], decode: DecodeConfig,
+               terms: list[TermIds | None] | None = None) -> list[list[Hypothesis]]:
         """The decode.nbest best outputs of each source, best first, in input order (search_sources)."""
-        return search_sources(self, src_ids, decode)
+        return search_sources(self, src_ids, decode, terms)
 
     def workers(self, decode: DecodeConfig) -> int:
         """decode.parallel_batches (0: one per torch thread, at most 4; Python's lock, which every thread takes
@@ -65,28 +71,68 @@ class Searcher:
             return 1
         return decode.parallel_batches or min(torch.get_num_threads(), 4)
 
-    def search_batch(self, src_ids: list[list[int]], limits: list[int],
-                     decode: DecodeConfig) -> list[list[Hypothesis]]:
+    def search_batch(self, src_ids: list[list[int]], limits: list[int], decode: DecodeConfig,
+                     terms: list[TermIds | None] | None = None) -> list[list[Hypothesis]]:
         """The decode.nbest best outputs of each source of one batch, best first, each of at most its limit's
-        tokens; greedy when decode.beam_size is 1; one drawn output each with decode.sample. Batches may be
-        searched from several threads at once (workers): the models are only read."""
+        tokens; greedy when decode.beam_size is 1; one drawn output each with decode.sample. With `terms`, the
+        sources without terms are searched as without them, those with terms by constrained beam search. Batches
+        may be searched from several threads at once (workers): the models are only read."""
         src = pad_ids(src_ids).to(self.device)                                                    # [B, S]
         max_len = torch.tensor(limits, device=self.device)                                        # [B]
         vocab = self.shortlist(decode.shortlist).targets(src_ids).to(self.device) if decode.shortlist else None
+        if not terms or not any(terms):
+            return self._search(src, max_len, decode, vocab)
+        if decode.sample:
+            raise MtError("--glossary: --sample draws outputs at random; a glossary constrains searched ones")
+
+        def rows(chosen: list[int]) -> tuple[Tensor, Tensor]:  # src [B', S] (the batch's padding), max_len [B']
+            index = torch.tensor(chosen, device=self.device)
+            return src[index], max_len[index]
+
+        # sources without terms: searched as without a glossary (the batch's padding and shortlist), in a batch of
+        # their own, which changes no output in float32 (as any batching)
+        plain = [i for i, sentence_terms in enumerate(terms) if not sentence_terms]
+        held = [i for i, sentence_terms in enumerate(terms) if sentence_terms]
+        found = dict(zip(held, self._search_terms(*rows(held), decode, vocab, [terms[i] for i in held])))
+        if plain:
+            found |= dict(zip(plain, self._search(*rows(plain), decode, vocab)))
+        return [found[i] for i in range(len(src_ids))]
+
+    def _search(self, src: Tensor, max_len: Tensor, decode: DecodeConfig,
+                vocab: Tensor | None) -> list[list[Hypothesis]]:
+        """Sources src [B, S] searched greedily, by beam search or by sampling (decode), within max_len [B]."""
         # the generators narrowed to the shortlist are copies: the models stay as other batches' searches read them
         generators = [narrowed_generator(model, vocab) for model in self.models]
         options = {"alpha": decode.alpha, "min_len": decode.min_len,
                    "no_repeat_ngram_size": decode.no_repeat_ngram_size, "vocab": vocab, "generators": generators}
         beams = 1 if decode.sample else decode.beam_size
-        # oneDNN packs every product; MKL packs for one number of rows, that of the decoder's steps: B·beam (fewer
-        # once a beam search sentence is done)
-        parts = [*self.models, *generators] if self.packed.library == "onednn" else [
-            module for model, generator in zip(self.models, generators) for module in (model.decoder, generator)]
-        with self.products(parts, len(src_ids) * beams):
+        with self.products(self._packed(generators), src.size(0) * beams):
             if beams == 1:
                 sampling = TokenSampling.of(decode, self.device) if decode.sample else None
                 return [[h] for h in greedy_search(self.ensemble, src, max_len, sampling=sampling, **options)]
             return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
+
+    def _search_terms(self, src: Tensor, max_len: Tensor, decode: DecodeConfig, vocab: Tensor | None,
+                      terms: list[TermIds]) -> list[list[Hypothesis]]:
+        """Sources src [B, S] with terms, by constrained beam search in a beam of at least TERM_BEAM, the shortlist
+        widened by the terms' ids."""
+        if vocab is not None:
+            ids = [token for sentence in terms for forms in sentence for form in forms for token in form]
+            vocab = torch.cat([vocab, torch.tensor(ids, device=self.device)]).unique()              # ascending
+        generators = [narrowed_generator(model, vocab) for model in self.models]
+        beams = max(decode.beam_size, TERM_BEAM)
+        with self.products(self._packed(generators), src.size(0) * beams):
+            return constrained_beam_search(
+                self.ensemble, src, max_len, beams, [Terms.of(sentence) for sentence in terms], alpha=decode.alpha,
+                nbest=decode.nbest, min_len=decode.min_len, no_repeat_ngram_size=decode.no_repeat_ngram_size,
+                vocab=vocab, generators=generators)
+
+    def _packed(self, generators: list[nn.Module]) -> list[nn.Module]:
+        """The modules whose weights a search packs: oneDNN packs every product; MKL packs for one number of rows,
+        that of the decoder's steps: B·beam (fewer once a beam search sentence is done)."""
+        if self.packed.library == "onednn":
+            return [*self.models, *generators]
+        return [module for model, generator in zip(self.models, generators) for module in (model.decoder, generator)]
 
     @contextmanager
     def products(self, parts: list[nn.Module], rows: int | None) -> Iterator[None]:

@@ -5,6 +5,7 @@ long inputs. The same engines score given translations (mt/decode/score.py).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator
@@ -23,7 +24,9 @@ from mt.decode.score import PairScore, score_pairs
 from mt.decode.engine import SearchEngine, search_sources
 from mt.decode.searcher import Searcher
 from mt.decode.steps import Ensemble
+from mt.data.terms import TermFinder, TermUse
 from mt.data.tokenizer import Tokenizer
+from mt.decode.constraints import TermIds
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,7 @@ log = logging.getLogger(__name__)
 class Translation:
     text: str
     score: float  # the hypothesis's score (see mt/decode/search.py)
+    terms: list[TermUse] = field(default_factory=list)  # with a glossary: what became of each of its terms
 
 
 @dataclass
@@ -78,17 +82,26 @@ class Translator:
         tgt_ids = cut_long(tgt_ids, limit - 1, first_line, "target", "scoring")
         return score_pairs(self.engine, src_ids, tgt_ids, self.decode.max_tokens)
 
-    def translate(self, lines: list[str], decode: DecodeConfig | None = None,
-                  first_line: int = 1) -> list[list[Translation]]:
+    def translate(self, lines: list[str], decode: DecodeConfig | None = None, first_line: int = 1,
+                  glossary: TermFinder | None = None) -> list[list[Translation]]:
         """The decode.nbest best translations of each line, best first, in input order. An empty line gets one
-        empty translation. `first_line` numbers the lines in warnings."""
-        return self.translate_ids(self.encode(lines, first_line), decode)
+        empty translation. `first_line` numbers the lines in warnings. With a `glossary`, each translation holds
+        the target of each of its line's terms (mt's engine; mt/decode/constrained.py) and reports them."""
+        if glossary is None:
+            return self.translate_ids(self.encode(lines, first_line), decode)
+        matches = [glossary.find(line) for line in lines]
+        found = self.translate_ids(self.encode(lines, first_line), decode, [glossary.forms(m) for m in matches])
+        return [[dataclasses.replace(t, terms=glossary.report(m, t.text)) for t in hyps]
+                for m, hyps in zip(matches, found)]
 
-    def translate_ids(self, src_ids: list[list[int]], decode: DecodeConfig | None = None) -> list[list[Translation]]:
-        """As `translate`, for sources already encoded (`encode`): an empty source gets one empty translation."""
+    def translate_ids(self, src_ids: list[list[int]], decode: DecodeConfig | None = None,
+                      terms: list[TermIds] | None = None) -> list[list[Translation]]:
+        """As `translate`, for sources already encoded (`encode`), with each source's terms as target ids: an empty
+        source gets one empty translation."""
         todo = [i for i, ids in enumerate(src_ids) if len(ids) > 1]  # more than EOS alone
         outputs = [[Translation("", 0.0)] for _ in src_ids]
-        found = search_sources(self.engine, [src_ids[i] for i in todo], decode or self.decode)
+        found = search_sources(self.engine, [src_ids[i] for i in todo], decode or self.decode,
+                               [terms[i] for i in todo] if terms else None)
         for i, hyps in zip(todo, found):
             texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
             outputs[i] = [Translation(text, h.score) for text, h in zip(texts, hyps)]

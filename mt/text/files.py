@@ -7,10 +7,12 @@ document file (mt/text/documents.py) is translated whole and written in its own 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,10 +21,12 @@ from tqdm import tqdm
 from mt.config import DecodeConfig
 from mt.core.atomic import DOCX, TEXT, Kind, atomic_open, atomic_write_bytes
 from mt.core.errors import MtError
+from mt.data.glossary import Glossary, read_glossary
+from mt.data.terms import TermFinder, TermUse
 from mt.core.lines import BOM, Encoding, file_encoding, iter_file_lines, iter_lines, read_bytes
 from mt.decode.translator import Translation, Translator, translate_stream
 from mt.text.documents import DOCUMENTS, Document, read_document
-from mt.text.texts import translate_marked, translate_texts
+from mt.text.texts import translate_marked, translate_plain
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,21 @@ def read_source(text: list[str] | None, input: Path | None, format: str | None,
     if format == "html" or (input is not None and format is None and input.suffix.lower() in DOCUMENTS):
         return DocumentSource.read(text, input, format, output)
     return Lines.read(text, input, output)
+
+
+def read_terms(glossary: Path | None, report: Path | None, source: Lines | DocumentSource,
+               engine: str) -> Glossary | None:
+    """`mt translate`'s glossary, read before the model loads, with the options it cannot go with refused."""
+    if glossary is None:
+        if report is not None:
+            raise MtError("--glossary-report goes with --glossary")
+        return None
+    if engine != "mt":
+        raise MtError("--glossary needs --engine mt: CTranslate2 has no constrained search")
+    if isinstance(source, DocumentSource):
+        raise MtError("--glossary works with plain text; HTML and documents (.html, .srt, .docx) are translated "
+                      "without one")
+    return read_glossary(glossary)
 
 
 @dataclass
@@ -100,24 +119,40 @@ class Lines:
         bar = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty()) and not text
         return cls(lines, chunk, encoding, output, bar)
 
-    def translate(self, translator: Translator, decode: DecodeConfig, split: bool) -> str:
-        """Translate and write every line; the last line's best translation."""
+    def translate(self, translator: Translator, decode: DecodeConfig, split: bool, glossary: TermFinder | None = None,
+                  report: Path | None = None) -> str:
+        """Translate and write every line; the last line's best translation. With a `glossary`, each line's
+        terms go into `report` (JSON Lines: {"line": N, "terms": [{"source", "target", "used"}, …]}) and, with
+        n-best lists, a fourth field of each hypothesis."""
         def translate_chunk(lines: list[str], first: int) -> list[list[Translation]]:
             if decode.nbest == 1:
-                return [[Translation(t, 0.0)] for t in translate_texts(translator, lines, decode, split)]
-            return translator.translate(lines, decode, first)  # n-best lists are of whole lines, cut to fit the model
+                return [[t] for t in translate_plain(translator, lines, decode, split, glossary)]
+            # n-best lists are of whole lines, cut to fit the model
+            return translator.translate(lines, decode, first, glossary)
 
-        last = ""
+        last, uses = "", []
         results = translate_stream(translate_chunk, self.lines, self.chunk)
-        with line_writer(self.output, self.encoding) as write:
+        with line_writer(self.output, self.encoding) as write, \
+                line_writer(report) if report is not None else nullcontext(None) as write_report:
             for i, hyps in enumerate(tqdm(results, unit=" lines", disable=not self.bar, file=sys.stderr)):
                 if decode.nbest == 1:
                     write(hyps[0].text)
                 else:
                     for t in hyps:
-                        write(f"{i} ||| {t.text} ||| {t.score:.4f}")
-                last = hyps[0].text
+                        terms = f" ||| {_json(t.terms)}" if glossary is not None else ""
+                        write(f"{i} ||| {t.text} ||| {t.score:.4f}{terms}")
+                if write_report is not None:
+                    write_report(f'{{"line": {i + 1}, "terms": {_json(hyps[0].terms)}}}')
+                last, uses = hyps[0].text, uses + hyps[0].terms
+        if glossary is not None:
+            used = sum(use.used for use in uses)
+            log.info(f"glossary: {used:,} of {len(uses):,} terms used"
+                     + (f" (listed in {report})" if report is not None else " (--glossary-report FILE lists them)"))
         return last
+
+
+def _json(terms: list[TermUse]) -> str:
+    return json.dumps([dataclasses.asdict(use) for use in terms], ensure_ascii=False)
 
 
 @contextmanager

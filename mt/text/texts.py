@@ -8,6 +8,7 @@ between them; `translate_marked` and `translate_texts` do both for the command l
 from __future__ import annotations
 
 from mt.config import DecodeConfig
+from mt.data.terms import TermFinder
 from mt.decode.translator import Translation, Translator
 from mt.text.align import place
 from mt.text.marks import Marked, Split, split_marked
@@ -43,4 +44,17 @@ def translate_marked(translator: Translator, texts: list[Marked], decode: Decode
 def translate_texts(translator: Translator, texts: list[str], decode: DecodeConfig | None = None,
                     split: bool = True) -> list[str]:
     """Plain texts → their translations, in their shape."""
-    return [t.text for t in translate_marked(translator, [Marked(text) for text in texts], decode, split)]
+    return [t.text for t in translate_plain(translator, texts, decode, split)]
+
+
+def translate_plain(translator: Translator, texts: list[str], decode: DecodeConfig | None = None, split: bool = True,
+                    glossary: TermFinder | None = None) -> list[Translation]:
+    """Plain texts → their translations, in their shape; with a `glossary`, each with what became of the terms of
+    its sentences, in order."""
+    parts = split_for(translator, [Marked(text) for text in texts], split)
+    found = translator.translate([s.text for s in parts.sentences], decode, glossary=glossary)
+    joined, i, terms = finish(translator, parts, found), 0, []
+    for layout in parts.layouts:  # each text's sentences follow one another
+        terms.append([use for nbest in found[i:i + len(layout.spans)] for use in nbest[0].terms])
+        i += len(layout.spans)
+    return [Translation(text.text, 0.0, used) for text, used in zip(joined, terms)]

@@ -1,0 +1,101 @@
+"""A sentence's terms as its search meets them (hard lexical constraints, mt/decode/constrained.py): the target forms
+of its terms in a trie (`Terms`), and where one hypothesis stands (`TermState`): the terms its output holds, and how
+far it is into a form.
+
+Terms are unordered: an output may hold them in any order. A term may have several target forms (alternatives);
+holding any one of them meets it. A term that occurs twice in a source is two terms: the output holds it twice. A
+token that breaks an open form drops that partial form and may start a form itself, from the trie's root (fairseq's
+unordered constraints: "A A B" holds "A B").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+TermIds = list[list[list[int]]]  # one sentence's terms: per term occurrence, its target forms, each a form's ids
+
+
+def longest_forms(terms: TermIds | None) -> int:
+    """The tokens an output needs at most to hold every term: the sum of each term's longest form."""
+    return sum(max(map(len, forms), default=0) for forms in terms or [])
+
+
+@dataclass(eq=False)
+class Node:
+    """A node of the trie: the tokens of a form so far."""
+
+    children: dict[int, Node] = field(default_factory=dict)  # next token → node
+    ends: tuple[int, ...] = ()  # the terms a form of which ends here
+    terms: int = 0              # bitmask of the terms a form of which passes through here
+
+
+@dataclass(frozen=True, eq=False)
+class Terms:
+    """One sentence's M terms as a trie of their forms, shared by all its hypotheses."""
+
+    root: Node
+    all: int  # the bitmask of all M terms: (1 << M) - 1
+
+    @classmethod
+    def of(cls, terms: TermIds) -> Terms:
+        root = Node()
+        for term, forms in enumerate(terms):
+            for form in forms:
+                node = root
+                for token in form:
+                    node.terms |= 1 << term
+                    node = node.children.setdefault(token, Node())
+                node.terms |= 1 << term
+                node.ends += (term,)
+        return cls(root, (1 << len(terms)) - 1)
+
+    def start(self) -> TermState:
+        """An empty output's state: it holds no term (but one with an empty form)."""
+        met = sum({1 << term for term in self.root.ends})
+        return TermState(self, met, 0, self.root, 0)
+
+
+@dataclass(frozen=True, eq=False)
+class TermState:
+    """Where one hypothesis stands with its sentence's terms."""
+
+    terms: Terms
+    met: int         # bitmask of the terms its output holds
+    met_tokens: int  # the tokens of the forms that met them
+    node: Node       # the open form's node: the root when no form is open
+    depth: int       # the open form's tokens so far
+
+    @property
+    def done(self) -> bool:
+        """Every term met: the output may end."""
+        return self.met == self.terms.all
+
+    @property
+    def bank(self) -> int:
+        """The term tokens written (an open form's too, so that a half-written form is not pruned): the bank that
+        dynamic beam allocation puts the hypothesis in."""
+        return self.met_tokens + self.depth
+
+    def wanted(self) -> tuple[list[int], list[int]]:
+        """(tokens that go on with the open form, tokens that start a form of an unmet term)."""
+        unmet = self.terms.all & ~self.met
+        go_on = [token for token, child in self.node.children.items() if child.terms & unmet] if self.depth else []
+        starts = [token for token, child in self.terms.root.children.items() if child.terms & unmet]
+        return go_on, starts
+
+    def advance(self, token: int) -> TermState:
+        """The state after writing `token`."""
+        child = self.node.children.get(token)
+        if child is not None and child.terms & ~self.met:
+            return self._enter(child)
+        if self.depth == 0:
+            return self
+        # the open form is broken: its tokens leave the bank, and the token may start a form from the root
+        return replace(self, node=self.terms.root, depth=0).advance(token)
+
+    def _enter(self, child: Node) -> TermState:
+        depth = self.depth + 1
+        ending = [term for term in child.ends if not self.met >> term & 1]
+        if ending:  # a form complete: it meets one term (a term twice in the source needs the form twice)
+            return TermState(self.terms, self.met | 1 << ending[0], self.met_tokens + depth, self.terms.root, 0)
+        return TermState(self.terms, self.met, self.met_tokens, child, depth)
