@@ -432,6 +432,40 @@ def test_bench_real_text(checkpoint, corpus_dir, tmp_path):
     assert rows["2. HTML", "well-formed (ElementTree)"]["of"] > 0
 
 
+def test_bench_glossary(checkpoint, corpus_dir, tmp_path):
+    """Both glossaries built from 20 Tatoeba test pairs, each searched with and without, and a glossary that matches
+    no sentence, whose outputs are those without one."""
+    out = run("bench_glossary.py", "--checkpoint", str(checkpoint), "--set", "tatoeba", str(corpus_dir / "test.zh"),
+              str(corpus_dir / "test.en"), "--limit", "20", "--repeats", "1", "--out", str(tmp_path / "out"),
+              tmp_path=tmp_path)
+    for glossary in ("reference", "forced"):
+        assert lines_like(rf"{glossary} terms: \d+ entries \(.*\), e\.g\. .*; \d+ sentences with terms "
+                          rf"\(\d+ with 1–2, \d+ with 3\+\), \d+ without", out)
+    length_limit = r"term outputs at the length limit \d+"
+    assert len(lines_like(rf"  none, beam 4: terms used \d+/\d+ \(.*\); .*; {length_limit}", out)) == 2
+    assert len(lines_like(rf"  hard, beam 4: terms used \d+/\d+ \(.*\), .* of those missed without; "
+                          rf"duplicated \d+, glued \d+; {length_limit}", out)) == 2
+    assert len(lines_like(rf"  hard, beam 4: BLEU {NUMBER} \([+-]{NUMBER}\), chrF {NUMBER} on the term sentences; "
+                          r"no-term sentences identical \d+/\d+", out)) == 2
+    assert len(lines_like(rf"  speed, beam 4: 1–2-term {NUMBER} → {NUMBER} sentences/s "
+                          rf"\({NUMBER}× the time\)(; .*)?", out)) == 2
+    assert lines_like(r"matching none, beam 4: 20/20 outputs identical to those without a glossary", out)
+    # the forced targets are invented words, which the rewritten references hold and the originals do not
+    forced_tsv = (tmp_path / "out" / "tatoeba.forced.tsv").read_text(encoding="utf-8")
+    invented = [line.split("\t")[1] for line in forced_tsv.splitlines()]
+    rewritten = (tmp_path / "out" / "tatoeba.forced.ref.en").read_text(encoding="utf-8")
+    original = (corpus_dir / "test.en").read_text(encoding="utf-8")
+    assert invented and all(word in rewritten and word not in original for word in invented)
+    [entry] = recorded(tmp_path, "bench_glossary")
+    rows = {(row["set"], row["glossary"], row["mode"]): row for row in entry["figures"]}
+    assert set(rows) == {("tatoeba", glossary, mode) for glossary in ("reference", "forced")
+                         for mode in ("none", "hard")} | {("tatoeba", "matching none", "hard")}
+    assert rows["tatoeba", "matching none", "hard"]["no-term sentences identical"] == 20
+    assert all(row["engine"] == "mt" and row["beam"] == 4 and row["sentences"] == 20 for row in rows.values())
+    forced = rows["tatoeba", "forced", "hard"]
+    assert 0 <= forced["terms used"] <= forced["terms"] and forced["1–2-term sentences/s"] > 0
+
+
 def test_make_noisy_corpus(corpus_dir, tmp_path):
     out = run("make_noisy_corpus.py", "--data", str(corpus_dir), "--out", str(tmp_path / "noisy"), tmp_path=tmp_path)
     assert lines_like(rf"noisy Tatoeba \(seed 1\) → .*: {NUMBER} pairs", out)
