@@ -24,8 +24,8 @@ from mt.core.console import setup_logging
 from mt.core.errors import MtError
 from mt.core.memory import bound_kernel_cache, use_huge_pages
 from mt.core.openmp import without_a_thread_team
-from mt.options import (CheckpointOption, ConfigOption, DeviceOption, ModelChoice, RunDirOption, SetOption,
-                        config_options, decode_options, decoding, model_options, served_model_options,
+from mt.options import (CheckpointOption, ConfigOption, DeviceOption, GlossaryOption, ModelChoice, RunDirOption,
+                        SetOption, config_options, decode_options, decoding, model_options, served_model_options,
                         split_and_decode, teacher_options)
 from mt.serve.limits import ServeConfig
 
@@ -141,9 +141,7 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
               = None,
               head: Annotated[Optional[int], typer.Option("--head", help="With --attention: this head only "
                                                           "(of --layer, default the last).")] = None,
-              glossary: Annotated[Optional[Path], typer.Option(
-                  "--glossary", help="A glossary (SOURCE<TAB>TARGET lines): each output holds the target of each "
-                  "source term its line has (plain text, engine mt; docs/translating.md#glossaries).")] = None,
+              glossary: GlossaryOption = None,
               glossary_report: Annotated[Optional[Path], typer.Option(
                   "--glossary-report", help="With --glossary: write what became of each line's terms here, one "
                   "JSON line per input line.")] = None,
@@ -156,7 +154,7 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
     """
     from mt.data.terms import TermFinder
     from mt.text.documents import check_output_format
-    from mt.text.files import output_kind, read_source, read_terms
+    from mt.text.files import output_kind, read_source, translate_terms
 
     if text and input:
         raise MtError("give sentences as arguments or --input FILE, not both")
@@ -166,11 +164,9 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
     check_outputs((output, output_kind(output)), (attention, PNG), (glossary_report, TEXT),
                   inputs=(input, glossary))
     source = read_source(text, input, format, output)  # first: a bad input is reported before the model loads
-    terms = read_terms(glossary, glossary_report, source, model.engine)
+    terms = translate_terms(glossary, glossary_report, source, model.engine)
     translator = model.load()
     split, decode = split_and_decode(translator, decode)
-    if terms is not None and decode.sample:
-        raise MtError("--glossary holds in searched outputs; --sample draws them at random")
     if terms is None:
         last = source.translate(translator, decode, split)
     else:
@@ -214,8 +210,9 @@ def evaluate(config: Annotated[Optional[list[Path]], typer.Option(
              hyp: Annotated[Optional[Path], typer.Option("--hyp", help="Score this output; translate nothing.")] = None,
              tgt_lang: Annotated[Optional[str], typer.Option("--tgt-lang", help="For --hyp (default en).")] = None,
              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Save the translations.")] = None,
-             model: ModelChoice | None = None, decode: dict | None = None):
-    """Translate a test set (the config's, or --src/--ref) and print sacreBLEU BLEU and chrF with signatures."""
+             glossary: GlossaryOption = None, model: ModelChoice | None = None, decode: dict | None = None):
+    """Translate a test set (the config's, or --src/--ref) and print sacreBLEU BLEU and chrF with signatures; with
+    --glossary, also how many of its terms the translations hold."""
     if hyp is not None:  # scoring alone: no torch to load
         from mt.core.lines import read_lines
         from mt.core.scoring import score
@@ -226,9 +223,12 @@ def evaluate(config: Annotated[Optional[list[Path]], typer.Option(
         return
     if src is not None and not ref:
         raise MtError("--src needs at least one --ref")
-    check_outputs((output, TEXT), inputs=(src, *(ref or [])))
+    check_outputs((output, TEXT), inputs=(src, *(ref or []), glossary))
     from mt.decode.evaluate import evaluate as evaluate_test_set, read_test_files, read_test_set
+    from mt.text.files import read_terms
+    from mt.text.texts import TermCount
 
+    terms = read_terms(glossary, model.engine)
     translator = model.load()
     if src is not None:
         sources, references = read_test_files(src, ref)
@@ -236,12 +236,10 @@ def evaluate(config: Annotated[Optional[list[Path]], typer.Option(
         sources, references = read_test_set(_load(config, set_).data if config else translator.config.data)
     split = decode.pop("split_sentences", False)  # a test set's lines are aligned with its references' lines
     decode = decoding(translator, decode)
-    translate = None
-    if split:
-        from mt.text.texts import translate_texts
-
-        translate = lambda lines: translate_texts(translator, lines, decode)  # noqa: E731
-    print("\n".join(evaluate_test_set(translator, sources, references, decode, output, translate).lines()))
+    count = TermCount(translator, decode, split, terms) if split or terms else None
+    print("\n".join(evaluate_test_set(translator, sources, references, decode, output, count).lines()))
+    if terms is not None:
+        print(count)
 
 
 def _parallel_lines(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
@@ -433,6 +431,9 @@ def serve(host: Annotated[str, typer.Option("--host", help="The address to liste
           port: Annotated[int, typer.Option("--port", help="0: any free port (the log line says which).")] = 5000,
           api_keys: Annotated[Optional[Path], typer.Option(
               "--api-keys", help="A file of API keys, one per line: /translate then needs one of them.")] = None,
+          glossary: Annotated[Optional[Path], typer.Option(
+              "--glossary", help="The server's glossary (SOURCE<TAB>TARGET lines): its terms hold in every "
+              "translation; a request's own glossary is added to it (docs/serving.md#glossaries).")] = None,
           model: ModelChoice | None = None, limits: ServeConfig | None = None, decode: dict | None = None):
     """Serve a model over HTTP: LibreTranslate's API (its clients work unchanged), mt's own API, and a page to try
     it in at /. Concurrent requests are decoded together. SIGTERM or Ctrl-C finish the requests in flight, then stop.
@@ -443,6 +444,9 @@ def serve(host: Annotated[str, typer.Option("--host", help="The address to liste
 
     limits.checked()
     keys = read_api_keys(api_keys) if api_keys else frozenset()
+    from mt.text.files import read_terms
+
+    terms = read_terms(glossary, model.engine)
     # The worker thread decodes; this one only loads. CTranslate2 starts no torch team here, and its translator
     # keeps the thread count it is built with: torch's, one per core.
     with without_a_thread_team() if model.engine == "mt" else nullcontext():
@@ -453,7 +457,7 @@ def serve(host: Annotated[str, typer.Option("--host", help="The address to liste
     except MtError:
         raise MtError(f"beam {translator.decode.beam_size} (--beam, or the checkpoint's decode.beam_size): over "
                       f"--max-beam {limits.max_beam}")
-    run_server(translator, model.engine, limits, host, port, keys)
+    run_server(translator, model.engine, limits, host, port, keys, terms)
 
 
 def run(args: list[str] | None = None) -> int:

@@ -34,6 +34,9 @@ RunDirOption = Annotated[Optional[str], typer.Option("--run-dir", help="Default:
 DeviceOption = Annotated[Optional[Device], typer.Option(
     "--device", help="auto: cuda when there is a GPU, else cpu (default: the config's train.device).")]
 CheckpointOption = Annotated[Optional[Path], typer.Option("--checkpoint", help=LATEST)]
+GlossaryOption = Annotated[Optional[Path], typer.Option(
+    "--glossary", help="A glossary (SOURCE<TAB>TARGET lines): each translation holds the target of each source term "
+    "its sentence has (engine mt; docs/translating.md#glossaries).")]
 
 
 def config_options(name: str, section: type, panel: str, given_only: bool = False, leave_out: frozenset = frozenset()):

@@ -331,10 +331,10 @@ def speeds(tr, decode, sources: list[str], terms: TermSet, repeats: int) -> dict
 
 def at_limit(tr, decode, src_ids: list[int], output: str, forms) -> bool:
     """Whether an output (re-encoded) reached its output limit."""
-    from mt.decode.constraints import longest_forms
     from mt.decode.engine import output_limit
 
-    limit = output_limit(decode, len(src_ids), tr.engine.max_positions, longest_forms(forms))
+    longest = sum(max(map(len, term), default=0) for term in forms or [])  # constraints.longest_forms
+    limit = output_limit(decode, len(src_ids), tr.engine.max_positions, longest)
     return len(tr.tokenizer.encode_tgt([output])[0]) - 2 >= limit
 
 

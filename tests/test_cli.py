@@ -424,6 +424,20 @@ def test_translate_with_a_glossary_holds_each_term_and_reports_it(workdir, tmp_p
     assert [json.loads(line.split(" ||| ")[3])[0]["used"] for line in nbest.stdout.splitlines()] == [True, True]
 
 
+def test_evaluate_with_a_glossary_scores_the_outputs_that_hold_its_terms_and_counts_them(workdir, tmp_path):
+    (tmp_path / "src.zh").write_text("我爱你。\n他走了。\n", encoding="utf-8")
+    (tmp_path / "ref.en").write_text("Tom loves you.\nHe left.\n", encoding="utf-8")
+    (tmp_path / "g.tsv").write_text("我\tTom\n", encoding="utf-8")
+    files = ["--src", str(tmp_path / "src.zh"), "--ref", str(tmp_path / "ref.en"), "--beam", "2"]
+    done = mt_in_process("evaluate", *files, "--glossary", str(tmp_path / "g.tsv"), "-o", str(tmp_path / "hyp"),
+                         cwd=workdir)
+    assert done.exit_code == 0, done.output
+    assert done.stdout.splitlines()[-1] == "glossary: 1 of 1 terms used (100.0%)"
+    held = (tmp_path / "hyp").read_text(encoding="utf-8").splitlines()
+    assert re.search(r"\bTom\b", held[0])
+    assert held[1] == mt_in_process("translate", "--beam", "2", "他走了。", cwd=workdir).stdout.strip()
+
+
 def test_a_glossary_with_what_it_cannot_go_with_is_one_line(workdir, tmp_path):
     (tmp_path / "g.tsv").write_text("我\tTom\n", encoding="utf-8")
     (tmp_path / "bad.tsv").write_text("我 Tom\n", encoding="utf-8")

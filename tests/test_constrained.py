@@ -11,7 +11,7 @@ from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.data.tokenizer import EOS, UNK
 from mt.decode.constrained import constrained_beam_search
-from mt.decode.constraints import Terms
+from mt.decode.constraints import Terms, WordPieces
 from mt.decode.ctranslate2 import CTranslate2Engine
 from mt.decode.engine import Hypothesis, search_sources
 from mt.decode.searcher import Searcher
@@ -30,9 +30,14 @@ def holds(tokens: list[int], terms) -> bool:
     return all(any(contains(tokens, form) for form in forms) for forms in terms)
 
 
-def written(terms, tokens: list[int]):
+def sentences(terms: list) -> list[Terms | None]:
+    """Each sentence's term forms (None or [] for none) as the search takes them."""
+    return [Terms.of(t) if t else None for t in terms]
+
+
+def written(terms, tokens: list[int], words: WordPieces = WordPieces()):
     """The TermState after each token, from an empty output."""
-    states = [Terms.of(terms).start()]
+    states = [Terms.of(terms, words).start()]
     for token in tokens:
         states.append(states[-1].advance(token))
     return states[1:]
@@ -49,6 +54,25 @@ def test_term_state_meets_terms_in_any_order_and_restarts_a_broken_phrase():
     assert state.wanted() == ([6], [5, 9])                   # goes on with 5 6, or starts a term
     assert state.advance(6).wanted() == ([], [9])             # 5 6 met: only 9 is wanted
     assert state.advance(6).advance(9).wanted() == ([], []) and state.advance(6).advance(9).done
+
+
+def test_word_pieces_and_a_form_that_ends_a_word():
+    words = WordPieces.of(["<pad>", "▁zu", "mu", "f", "'s", "▁the", "汤姆", "3"])
+    assert words.ends == {1, 2, 3, 4, 5, 7} and words.glue == (2, 3, 7)  # "'s" and 汤姆 glue onto no word
+    assert [s.word_end for s in written([[[1, 2]]], [1, 2, 5], words)] == [False, True, False]
+    assert not written([[[6]]], [6], words)[-1].word_end  # 汤姆 ends in a character of a script without spaces
+
+
+def test_the_token_after_a_form_that_ends_a_word_does_not_glue_onto_it():
+    model = peaky_model()
+    plain = constrained_beam_search(model, SRC, MAX_LEN + 4, 4, [Terms.of([[[20]]])] * 3)
+    after = {hyps[0].tokens[hyps[0].tokens.index(20) + 1] for hyps in plain if hyps[0].tokens[-1] != 20}
+    assert after
+    words = WordPieces(ends=frozenset({20}), glue=tuple(after))  # the tokens the model writes after 20: glue
+    found = constrained_beam_search(model, SRC, MAX_LEN + 4, 4, [Terms.of([[[20]]], words)] * 3)
+    for hyps in found:
+        tokens = hyps[0].tokens
+        assert 20 in tokens and all(b not in after for a, b in zip(tokens, tokens[1:]) if a == 20)
 
 
 def random_terms(rng: random.Random) -> list[list[list[int]]]:
@@ -87,7 +111,7 @@ def test_a_sentence_without_terms_gets_what_the_search_without_a_glossary_gives(
     decode = DecodeConfig(beam_size=beam, nbest=1, alpha=0.6, max_len_a=1.0, max_len_b=3,
                           shortlist=shortlist_file if shortlist else "")
     plain = searcher.search(SOURCES, decode)
-    found = searcher.search(SOURCES, decode, MIXED_TERMS)
+    found = searcher.search(SOURCES, decode, sentences(MIXED_TERMS))
     for n in (0, 2):
         assert [h.tokens for h in found[n]] == [h.tokens for h in plain[n]]
         assert [h.score for h in found[n]] == pytest.approx([h.score for h in plain[n]], abs=1e-5)
@@ -100,7 +124,7 @@ def test_greedy_searches_sentences_with_terms_in_a_beam():
     decode = DecodeConfig(beam_size=1, max_len_a=1.0, max_len_b=3)
     greedy = searcher.search(SOURCES, decode)
     terms = [[[[t] for t in range(4, 40) if t not in hyps[0].tokens][:1]] for hyps in greedy]  # one unwritten token
-    found = searcher.search(SOURCES, decode, terms)
+    found = searcher.search(SOURCES, decode, sentences(terms))
     assert all(len(hyps) == 1 and holds(hyps[0].tokens, t) for hyps, t in zip(found, terms))
 
 
@@ -142,12 +166,12 @@ def test_a_term_longer_than_the_sources_limit_still_fits():
     searcher = Searcher(peaky_model(), CPU)
     decode = DecodeConfig(beam_size=2, nbest=2, max_len_a=0.0, max_len_b=1)  # outputs of 1 token, without terms
     terms = [[[[20, 21, 22]], [[23]]]] * len(SOURCES)
-    for hyps in searcher.search(SOURCES, decode, terms):
+    for hyps in searcher.search(SOURCES, decode, sentences(terms)):
         assert all(len(h.tokens) <= 1 + 4 and holds(h.tokens, terms[0]) for h in hyps)
 
 
 def test_an_ensemble_searches_with_terms():
-    decode, terms = DecodeConfig(beam_size=4, nbest=2, alpha=0.6), [[[[20, 21]]], None, [[[22]], [[30]]], []]
+    decode, terms = DecodeConfig(beam_size=4, nbest=2, alpha=0.6), sentences([[[[20, 21]]], None, [[[22]], [[30]]], []])
     alone = Searcher(peaky_model(), CPU).search(SOURCES, decode, terms)
     twice = Searcher(Ensemble([peaky_model(), peaky_model()], [0.5, 0.5]), CPU).search(SOURCES, decode, terms)
     assert [[h.tokens for h in hyps] for hyps in twice] == [[h.tokens for h in hyps] for hyps in alone]
@@ -174,12 +198,13 @@ class RecordingEngine:
 def test_a_batch_without_terms_is_searched_as_without_a_glossary_and_terms_lengthen_their_sentences_limits():
     engine, decode = RecordingEngine(), DecodeConfig(max_tokens=6, max_len_a=1.0, max_len_b=3)
     sources = [[5, EOS], [6, EOS], [7, 8, 9, 10, EOS]]  # two batches: the short sources, the long one
-    search_sources(engine, sources, decode, [None, [], [[[20, 21, 22], [23]], [[24]]]])
+    terms = sentences([None, [], [[[20, 21, 22], [23]], [[24]]]])
+    search_sources(engine, sources, decode, terms)
     assert engine.calls == [([[5, EOS], [6, EOS]], [5, 5], "no terms"),
-                            ([[7, 8, 9, 10, EOS]], [11], [[[[20, 21, 22], [23]], [[24]]]])]  # 1·5 + 3 + 3 + 1 (≤ 11)
+                            ([[7, 8, 9, 10, EOS]], [11], [terms[2]])]  # 1·5 + 3 + 3 + 1 (≤ 11)
 
 
 def test_the_ctranslate2_engine_refuses_terms_in_one_line():
     engine = CTranslate2Engine.__new__(CTranslate2Engine)  # no export loaded: the terms are refused before any search
     with pytest.raises(MtError, match="^--glossary needs --engine mt: CTranslate2 has no constrained search$"):
-        engine.search_batch([[5, EOS]], [4], DecodeConfig(), [[[[20]]]])
+        engine.search_batch([[5, EOS]], [4], DecodeConfig(), sentences([[[[20]]]]))

@@ -475,10 +475,10 @@ class Recording:
     def __getattr__(self, name):  # the rest is the real translator's
         return getattr(self.inner, name)
 
-    def translate_ids(self, src_ids, decode=None):
+    def translate_ids(self, src_ids, decode=None, terms=None):
         self.calls.append(list(src_ids))
         time.sleep(self.delay)
-        return self.inner.translate_ids(src_ids, decode)
+        return self.inner.translate_ids(src_ids, decode, terms)
 
 
 def test_requests_that_wait_together_are_decoded_together_and_each_gets_its_own_answer(translator, offline):

@@ -51,6 +51,25 @@ def parse_glossary(text: str, name: str) -> Glossary:
     return _parse(text.split("\n"), name)
 
 
+def glossary_of(terms: dict[str, str | list[str]], name: str) -> Glossary:
+    """The glossary of a mapping of source terms to a target or a list of alternatives (a JSON object: a request's
+    glossary); its entries are numbered from 1 in its order."""
+    for source, targets in terms.items():
+        for term in [source, *([targets] if isinstance(targets, str) else targets)]:
+            if "\t" in term or "\n" in term:
+                raise MtError(f"{name}: {_quoted(term)} holds a tab or a line end")
+    lines = ["\t".join([source, *([targets] if isinstance(targets, str) else targets)])
+             for source, targets in terms.items()]
+    return _parse(lines, name)
+
+
+def merged(first: Glossary, then: Glossary) -> Glossary:
+    """`first`'s entries, then those of `then` whose source term `first` lacks: a request's glossary (first) over
+    the server's."""
+    sources = {entry.source for entry in first.entries}
+    return Glossary(first.name, first.entries + tuple(e for e in then.entries if e.source not in sources))
+
+
 def _parse(lines: Iterable[str], name: str) -> Glossary:
     entries: dict[str, Entry] = {}
     for number, line in enumerate(lines, start=1):

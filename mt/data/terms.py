@@ -11,6 +11,8 @@ acme). Chinese is compared in Simplified on both sides, so 湯姆 in a sentence 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +59,9 @@ class TermFinder:
 
     def __init__(self, glossary: Glossary, tokenizer: Tokenizer):
         self.tokenizer = tokenizer
+        # what the glossary asks, for keys of cached translations: equal for equal entries, whatever their lines
+        entries = json.dumps([(e.source, e.targets) for e in glossary.entries], ensure_ascii=False)
+        self.key = hashlib.sha256(entries.encode("utf-8")).hexdigest()
         self._simplified = script_converter("simplified")
         self._sources = _source_index(glossary, self._simplified)
         bare = _bare_processor(tokenizer.tgt_proto or tokenizer.src_proto)
@@ -167,10 +172,10 @@ def _edge(inside: str, outside: str, cut: int, bounds: Callable[[], set[int]]) -
     """Whether a term's edge at offset `cut` stands, its character `inside` beside `outside` ("" at an end)."""
     if UNSPACED_CHAR.match(inside):
         return cut in bounds()
-    return not (_spaced_letter(inside) and outside and _spaced_letter(outside))
+    return not (spaced_letter(inside) and outside and spaced_letter(outside))
 
 
-def _spaced_letter(c: str) -> bool:
+def spaced_letter(c: str) -> bool:
     """A letter or digit of a script written with spaces between words."""
     return c.isalnum() and not UNSPACED_CHAR.match(c)
 
@@ -186,10 +191,11 @@ def _bare_processor(proto: bytes) -> spm.SentencePieceProcessor:
 def _entry_forms(entry: Entry, tokenizer: Tokenizer, bare: spm.SentencePieceProcessor, name: str) -> Forms:
     """An entry's target forms, one per distinct encoding: a word of its own ("▁Acme"), or, for a target that
     starts with a character of a script without spaces, written without the space before it: in such output a "▁"
-    inside the sentence writes a space."""
+    inside the sentence writes a space. Then each target with its first letter capitalised, where the vocabulary
+    writes it, as the report counts it used ("fuji" holds in "Fuji is high")."""
     forms = []
     for target, text in zip(entry.targets, tokenizer.normalize_tgt(list(entry.targets))):
-        pieces = (bare if UNSPACED_CHAR.match(text[0]) else tokenizer.tgt).encode(text, return_type="proto").pieces
+        pieces = _pieces(text, tokenizer, bare)
         ids = [p.id for p in pieces]
         if not ids or UNK in ids:
             unwritten = next((p.surface for p in pieces if p.id == UNK), target)
@@ -198,4 +204,13 @@ def _entry_forms(entry: Entry, tokenizer: Tokenizer, bare: spm.SentencePieceProc
             raise MtError(f'{name}:{entry.line}: "{target}" is {len(ids)} pieces for this model; a term has at most '
                           f"{MAX_TERM_PIECES}")
         forms.append(ids)
+    for text in tokenizer.normalize_tgt([cased for target in entry.targets for cased in _cased(target)[1:]]):
+        ids = [p.id for p in _pieces(text, tokenizer, bare)]
+        if UNK not in ids and len(ids) <= MAX_TERM_PIECES:
+            forms.append(ids)
     return [list(form) for form in dict.fromkeys(map(tuple, forms))]
+
+
+def _pieces(text: str, tokenizer: Tokenizer, bare: spm.SentencePieceProcessor) -> list:
+    """A target's pieces as the search writes them (_entry_forms)."""
+    return (bare if UNSPACED_CHAR.match(text[0]) else tokenizer.tgt).encode(text, return_type="proto").pieces

@@ -8,9 +8,11 @@ term. Each candidate falls into a bank, the term tokens its output holds (TermSt
 out bank by bank: the best of the top bank, the best of the next one, …, then the second best of each, and so on
 (empty banks take no row), so that likelier hypotheses holding fewer term tokens never crowd out those holding more.
 
-EOS is open only to a row whose output holds every term. At its output limit a sentence's candidates all finish,
-those that miss a term too: they fill its n-best only where outputs that hold every term cannot. Scores mean what
-they mean in beam_search (mt/decode/search.py).
+EOS is open only to a row whose output holds every term, and the pieces that glue onto a word are closed to a row
+whose last token completed a form that ends a word (TermState.word_end). At its output limit a sentence's
+candidates all finish, those that miss a term too: they fill its n-best only where outputs that hold every term
+cannot. A sentence stops once no open row can enter its n-best, or once it has as many outputs that hold every term
+as it has open rows (_done). Scores mean what they mean in beam_search (mt/decode/search.py).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def constrained_beam_search(model: Transformer | Ensemble, src: Tensor, max_len:
                             terms: list[Terms], alpha: float = 0.0, nbest: int = 1, use_cache: bool = True,
                             min_len: int = 0, no_repeat_ngram_size: int = 0, vocab: Tensor | None = None,
                             generators: list[nn.Module] | None = None) -> list[list[Hypothesis]]:
-    """Beam search of src [B,S] within max_len [B] whose outputs hold each sentence's `terms` (one Terms each).
+    """Beam search of src [B,S] within max_len [B] whose outputs hold each sentence's `terms` (one Terms each, all
+    of one target vocabulary: the first one's WordPieces serve them all).
     Returns the `nbest` best outputs per sentence, best first: those that hold every term, then, only where they are
     fewer than nbest, the best of those that do not. With `vocab` (a shortlist), as beam_search; a term's id outside
     it cannot be written."""
@@ -60,6 +63,8 @@ def constrained_beam_search(model: Transformer | Ensemble, src: Tensor, max_len:
     scores = torch.full((batch, k), float("-inf"), device=device)
     scores[:, 0] = 0.0                                                              # one live beam at first
     states = [[sentence.start()] * k for sentence in terms]                        # [B][K]
+    glue = decoder.columns(torch.tensor(terms[0].words.glue, dtype=torch.long, device=device))
+    glue = glue[glue >= 0]                                                          # [G] in the shortlist
     finished = [Finished([], []) for _ in range(batch)]
     active = list(range(batch))                                                     # sentences still searching
     limits = max_len.tolist()
@@ -68,6 +73,9 @@ def constrained_beam_search(model: Transformer | Ensemble, src: Tensor, max_len:
         log_probs = decoder.log_probs(ys)                                           # [N*K, V]
         if decoder.eos >= 0:  # an output ends only once it holds every term
             log_probs[torch.tensor([not state.done for state in rows], device=device), decoder.eos] = float("-inf")
+        if glue.numel() and any(state.word_end for state in rows):  # a form that ends a word is not glued onto
+            word_ends = torch.tensor([state.word_end for state in rows], device=device)
+            log_probs[word_ends.nonzero()[:, :1], glue] = float("-inf")
         pools = _candidates(log_probs, scores, rows, decoder, k)
         survivors, still_active = [], []
         for n, sentence in enumerate(active):
@@ -164,9 +172,13 @@ def _extend(ordered: list[Candidate], ys: Tensor, k: int, at_limit: bool, alpha:
 
 
 def _done(met: list[Hypothesis], kept: list[Candidate], nbest: int, max_len: int, alpha: float) -> bool:
-    """True when no open hypothesis can enter the n-best of those that hold every term any more."""
+    """True when no open hypothesis can enter the n-best of those that hold every term any more, or when at least as
+    many outputs hold every term as rows are open (as fairseq stops): an open row that misses a term can score above
+    them, as it has not paid for the term yet, and would keep the search going to the output limit."""
     if len(met) < nbest:
         return False
+    if len(met) >= len(kept):
+        return True
     worst_kept = sorted(h.score for h in met)[-nbest]
     best_open = max(candidate.score for candidate in kept)
     best_possible = best_open / length_penalty(max_len, alpha) if alpha > 0 else best_open

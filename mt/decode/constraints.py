@@ -12,12 +12,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-TermIds = list[list[list[int]]]  # one sentence's terms: per term occurrence, its target forms, each a form's ids
+from mt.data.terms import Forms, spaced_letter
+
+NO_CONSTRAINTS = "--glossary needs --engine mt: CTranslate2 has no constrained search"
 
 
-def longest_forms(terms: TermIds | None) -> int:
+@dataclass(frozen=True)
+class WordPieces:
+    """The target pieces that the word-end rule reads: those that end in a letter or digit of a script written with
+    spaces, and those that go on with the word before them: such a letter or digit first (a piece that starts a
+    word has SentencePiece's "▁" first)."""
+
+    ends: frozenset[int] = frozenset()
+    glue: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, pieces: list[str]) -> WordPieces:
+        """From the target vocabulary's pieces, in id order."""
+        return cls(frozenset(i for i, piece in enumerate(pieces) if spaced_letter(piece[-1])),
+                   tuple(i for i, piece in enumerate(pieces) if spaced_letter(piece[0])))
+
+
+def longest_forms(terms: Terms | None) -> int:
     """The tokens an output needs at most to hold every term: the sum of each term's longest form."""
-    return sum(max(map(len, forms), default=0) for forms in terms or [])
+    return terms.longest if terms is not None else 0
 
 
 @dataclass(eq=False)
@@ -31,13 +49,18 @@ class Node:
 
 @dataclass(frozen=True, eq=False)
 class Terms:
-    """One sentence's M terms as a trie of their forms, shared by all its hypotheses."""
+    """One sentence's M terms as a trie of their forms, shared by all its hypotheses, with its target vocabulary's
+    WordPieces."""
 
     root: Node
-    all: int  # the bitmask of all M terms: (1 << M) - 1
+    all: int      # the bitmask of all M terms: (1 << M) - 1
+    longest: int  # longest_forms
+    ids: frozenset[int]  # the ids of all forms
+    words: WordPieces
 
     @classmethod
-    def of(cls, terms: TermIds) -> Terms:
+    def of(cls, terms: list[Forms], words: WordPieces = WordPieces()) -> Terms:
+        """From each term occurrence's target forms (ids)."""
         root = Node()
         for term, forms in enumerate(terms):
             for form in forms:
@@ -47,12 +70,14 @@ class Terms:
                     node = node.children.setdefault(token, Node())
                 node.terms |= 1 << term
                 node.ends += (term,)
-        return cls(root, (1 << len(terms)) - 1)
+        longest = sum(max(map(len, forms), default=0) for forms in terms)
+        ids = frozenset(token for forms in terms for form in forms for token in form)
+        return cls(root, (1 << len(terms)) - 1, longest, ids, words)
 
     def start(self) -> TermState:
         """An empty output's state: it holds no term (but one with an empty form)."""
         met = sum({1 << term for term in self.root.ends})
-        return TermState(self, met, 0, self.root, 0)
+        return TermState(self, met, 0, self.root, 0, False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,6 +89,7 @@ class TermState:
     met_tokens: int  # the tokens of the forms that met them
     node: Node       # the open form's node: the root when no form is open
     depth: int       # the open form's tokens so far
+    word_end: bool   # the last token completed a form that ends a word: the next may not be one of words.glue
 
     @property
     def done(self) -> bool:
@@ -87,15 +113,16 @@ class TermState:
         """The state after writing `token`."""
         child = self.node.children.get(token)
         if child is not None and child.terms & ~self.met:
-            return self._enter(child)
+            return self._enter(child, token)
         if self.depth == 0:
-            return self
+            return replace(self, word_end=False) if self.word_end else self
         # the open form is broken: its tokens leave the bank, and the token may start a form from the root
         return replace(self, node=self.terms.root, depth=0).advance(token)
 
-    def _enter(self, child: Node) -> TermState:
+    def _enter(self, child: Node, token: int) -> TermState:
         depth = self.depth + 1
         ending = [term for term in child.ends if not self.met >> term & 1]
         if ending:  # a form complete: it meets one term (a term twice in the source needs the form twice)
-            return TermState(self.terms, self.met | 1 << ending[0], self.met_tokens + depth, self.terms.root, 0)
-        return TermState(self.terms, self.met, self.met_tokens, child, depth)
+            return TermState(self.terms, self.met | 1 << ending[0], self.met_tokens + depth, self.terms.root, 0,
+                             token in self.terms.words.ends)
+        return TermState(self.terms, self.met, self.met_tokens, child, depth, False)

@@ -13,7 +13,7 @@ from mt.config import DecodeConfig, config_from_dict
 from mt.core.device import int8_decodes_faster
 from mt.core.errors import MtError
 from mt.data.tokenizer import BOS, PAD, Tokenizer
-from mt.decode.constraints import TermIds
+from mt.decode.constraints import NO_CONSTRAINTS, Terms
 from mt.decode.engine import Hypothesis
 from mt.decode.shortlist import Shortlist
 from mt.exchange.export import EXPORT_META_FILE, check_export_files, export_meta, optional_package
@@ -89,13 +89,13 @@ class CTranslate2Engine:
         return 1
 
     def search_batch(self, src_ids: list[list[int]], limits: list[int], decode: DecodeConfig,
-                     terms: list[TermIds | None] | None = None) -> list[list[Hypothesis]]:
+                     terms: list[Terms | None] | None = None) -> list[list[Hypothesis]]:
         """The decode.nbest best outputs of each source of one batch, best first, each of at most its limit's tokens.
         CTranslate2 takes one limit per call, so each group of sentences with the same limit is one call: decoding
         to a longer limit and cutting would change a cut output's score, and the n-best list and its order. A
         length-sorted batch has few such groups. Terms it refuses: it has no constrained search."""
         if terms and any(terms):
-            raise MtError("--glossary needs --engine mt: CTranslate2 has no constrained search")
+            raise MtError(NO_CONSTRAINTS)
         if decode.shortlist:
             self.shortlist(decode.shortlist)
         found: list[list[Hypothesis]] = [[] for _ in src_ids]

@@ -15,7 +15,7 @@ from torch import Tensor
 from mt.data.batching import source_batches
 from mt.config import DecodeConfig
 from mt.core.openmp import map_in_threads
-from mt.decode.constraints import TermIds, longest_forms
+from mt.decode.constraints import Terms, longest_forms
 from mt.decode.shortlist import Shortlist
 
 
@@ -37,9 +37,9 @@ class SearchEngine(Protocol):
         """What its products compute in, as resolved on this device (--compute-type auto becomes a type)."""
 
     def search_batch(self, src_ids: list[list[int]], limits: list[int], decode: DecodeConfig,
-                     terms: list[TermIds | None] | None = None) -> list[list[Hypothesis]]:
+                     terms: list[Terms | None] | None = None) -> list[list[Hypothesis]]:
         """The decode.nbest best outputs of each source (ids) of one batch, best first, each of at most its limit's
-        tokens; with `terms` (one entry per source, None or [] for none), each output holds its source's terms."""
+        tokens; with `terms` (one entry per source, None for none), each output holds its source's terms."""
 
     def workers(self, decode: DecodeConfig) -> int:
         """How many batches to search at once (search_batch from as many threads)."""
@@ -57,11 +57,11 @@ class SearchEngine(Protocol):
 
 
 def search_sources(engine: SearchEngine, src_ids: list[list[int]], decode: DecodeConfig,
-                   terms: list[TermIds | None] | None = None) -> list[list[Hypothesis]]:
+                   terms: list[Terms | None] | None = None) -> list[list[Hypothesis]]:
     """The decode.nbest best outputs of each source, best first, in input order. Sources are sorted by length into
     batches of at most decode.max_tokens tokens (one looping output delays only its batch), which the engine may
     search several at once (its `workers`, among whom the sources are then cut into batches of about equal work:
-    equal_shares); each sentence keeps its own output limit. With `terms` (one entry per source, None or [] for
+    equal_shares); each sentence keeps its own output limit. With `terms` (one entry per source, None for
     none), each output of a source holds its terms, within a limit longer by their longest forms; a batch without
     terms is searched as without them."""
     workers = engine.workers(decode)

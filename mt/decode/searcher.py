@@ -17,7 +17,7 @@ from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.model.transformer import Transformer
 from mt.decode.constrained import constrained_beam_search
-from mt.decode.constraints import TermIds, Terms
+from mt.decode.constraints import Terms
 from mt.decode.engine import Hypothesis, search_sources
 from mt.decode.packing import PackedWeights
 from mt.decode.sampling import TokenSampling
@@ -59,7 +59,7 @@ class Searcher:
         return "bfloat16" if self.dtype == torch.bfloat16 else "float32"
 
     def search(self, src_ids: list[list[int]], decode: DecodeConfig,
-               terms: list[TermIds | None] | None = None) -> list[list[Hypothesis]]:
+               terms: list[Terms | None] | None = None) -> list[list[Hypothesis]]:
         """The decode.nbest best outputs of each source, best first, in input order (search_sources)."""
         return search_sources(self, src_ids, decode, terms)
 
@@ -72,7 +72,7 @@ class Searcher:
         return decode.parallel_batches or min(torch.get_num_threads(), 4)
 
     def search_batch(self, src_ids: list[list[int]], limits: list[int], decode: DecodeConfig,
-                     terms: list[TermIds | None] | None = None) -> list[list[Hypothesis]]:
+                     terms: list[Terms | None] | None = None) -> list[list[Hypothesis]]:
         """The decode.nbest best outputs of each source of one batch, best first, each of at most its limit's
         tokens; greedy when decode.beam_size is 1; one drawn output each with decode.sample. With `terms`, the
         sources without terms are searched as without them, those with terms by constrained beam search. Batches
@@ -113,17 +113,17 @@ class Searcher:
             return beam_search(self.ensemble, src, max_len, decode.beam_size, nbest=decode.nbest, **options)
 
     def _search_terms(self, src: Tensor, max_len: Tensor, decode: DecodeConfig, vocab: Tensor | None,
-                      terms: list[TermIds]) -> list[list[Hypothesis]]:
+                      terms: list[Terms]) -> list[list[Hypothesis]]:
         """Sources src [B, S] with terms, by constrained beam search in a beam of at least TERM_BEAM, the shortlist
         widened by the terms' ids."""
         if vocab is not None:
-            ids = [token for sentence in terms for forms in sentence for form in forms for token in form]
-            vocab = torch.cat([vocab, torch.tensor(ids, device=self.device)]).unique()              # ascending
+            ids = sorted(set().union(*(sentence.ids for sentence in terms)))
+            vocab = torch.cat([vocab, torch.tensor(ids, dtype=torch.long, device=self.device)]).unique()  # ascending
         generators = [narrowed_generator(model, vocab) for model in self.models]
         beams = max(decode.beam_size, TERM_BEAM)
         with self.products(self._packed(generators), src.size(0) * beams):
             return constrained_beam_search(
-                self.ensemble, src, max_len, beams, [Terms.of(sentence) for sentence in terms], alpha=decode.alpha,
+                self.ensemble, src, max_len, beams, terms, alpha=decode.alpha,
                 nbest=decode.nbest, min_len=decode.min_len, no_repeat_ngram_size=decode.no_repeat_ngram_size,
                 vocab=vocab, generators=generators)
 

@@ -10,6 +10,7 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -24,9 +25,9 @@ from mt.decode.score import PairScore, score_pairs
 from mt.decode.engine import SearchEngine, search_sources
 from mt.decode.searcher import Searcher
 from mt.decode.steps import Ensemble
-from mt.data.terms import TermFinder, TermUse
+from mt.data.terms import Match, TermFinder, TermUse
 from mt.data.tokenizer import Tokenizer
-from mt.decode.constraints import TermIds
+from mt.decode.constraints import Terms, WordPieces
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,12 @@ class Translator:
     def decode(self) -> DecodeConfig:
         return self.config.decode
 
+    @cached_property
+    def word_pieces(self) -> WordPieces:
+        """Its target vocabulary's WordPieces, for the searches with terms."""
+        pieces = self.tokenizer.tgt
+        return WordPieces.of([pieces.id_to_piece(i) for i in range(pieces.get_piece_size())])
+
     def encode(self, lines: list[str], first_line: int = 1) -> list[list[int]]:
         """Source ids per line, EOS last (an empty line: EOS alone); a line longer than the position table is cut
         there, with a warning that numbers it from `first_line`."""
@@ -87,17 +94,21 @@ class Translator:
         """The decode.nbest best translations of each line, best first, in input order. An empty line gets one
         empty translation. `first_line` numbers the lines in warnings. With a `glossary`, each translation holds
         the target of each of its line's terms (mt's engine; mt/decode/constrained.py) and reports them."""
+        src_ids = self.encode(lines, first_line)
         if glossary is None:
-            return self.translate_ids(self.encode(lines, first_line), decode)
+            return self.translate_ids(src_ids, decode)
+        matches, terms = self.find_terms(lines, glossary)
+        return reported(glossary, matches, self.translate_ids(src_ids, decode, terms))
+
+    def find_terms(self, lines: list[str], glossary: TermFinder) -> tuple[list[list[Match]], list[Terms | None]]:
+        """Each line's glossary terms, and what the search must hold for them (None for a line without)."""
         matches = [glossary.find(line) for line in lines]
-        found = self.translate_ids(self.encode(lines, first_line), decode, [glossary.forms(m) for m in matches])
-        return [[dataclasses.replace(t, terms=glossary.report(m, t.text)) for t in hyps]
-                for m, hyps in zip(matches, found)]
+        return matches, [Terms.of(glossary.forms(m), self.word_pieces) if m else None for m in matches]
 
     def translate_ids(self, src_ids: list[list[int]], decode: DecodeConfig | None = None,
-                      terms: list[TermIds] | None = None) -> list[list[Translation]]:
-        """As `translate`, for sources already encoded (`encode`), with each source's terms as target ids: an empty
-        source gets one empty translation."""
+                      terms: list[Terms | None] | None = None) -> list[list[Translation]]:
+        """As `translate`, for sources already encoded (`encode`), with each source's terms (None for none): an
+        empty source gets one empty translation."""
         todo = [i for i, ids in enumerate(src_ids) if len(ids) > 1]  # more than EOS alone
         outputs = [[Translation("", 0.0)] for _ in src_ids]
         found = search_sources(self.engine, [src_ids[i] for i in todo], decode or self.decode,
@@ -122,6 +133,12 @@ class Translator:
     def translate_lines(self, lines: list[str], decode: DecodeConfig | None = None) -> list[str]:
         """One output line per input line, in input order; an empty input line gives an empty output line."""
         return [best[0].text for best in self.translate(lines, decode)]
+
+
+def reported(glossary: TermFinder, matches: list[list[Match]],
+             found: list[list[Translation]]) -> list[list[Translation]]:
+    """Each line's translations, each with what became of the line's terms (`matches`)."""
+    return [[dataclasses.replace(t, terms=glossary.report(m, t.text)) for t in hyps] for m, hyps in zip(matches, found)]
 
 
 def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto", engine: Engine = "mt",

@@ -3,12 +3,14 @@ with their sentences, n-best lists and attention maps."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from statistics import fmean
 
 from mt.decode.translator import Attention, Translation
 from mt.text.marks import Marked, Split
 from mt.text.sentences import Layout
+from mt.text.texts import text_terms
 
 
 @dataclass
@@ -30,19 +32,31 @@ def alternative_texts(done: Done, best: list[str], count: int) -> list[list[str]
             for k, text in enumerate(best)]
 
 
+def page_terms(done: Done, blocks: list[int]) -> list[list[dict]]:
+    """What became of each term of each page, in order, a page being `blocks` of done's texts in a row (an HTML
+    page's blocks; 1 for a plain text)."""
+    per_text, grouped, start = text_terms(done.split, done.found), [], 0
+    for count in blocks:
+        grouped.append([dataclasses.asdict(use) for uses in per_text[start:start + count] for use in uses])
+        start += count
+    return grouped
+
+
 def _ranked(found: list[list[Translation]], i: int) -> list[Translation]:
     """Each sentence's i-th translation (its last, where it has fewer)."""
     return [nbest[min(i, len(nbest) - 1)] for nbest in found]
 
 
-def lines_json(lines: list[str], done: Done) -> list[dict]:
-    """/api/translate's lines: each line's translation, its n-best, and its sentences with theirs."""
-    answer, start = [], 0
-    for line, layout, translated in zip(lines, done.split.layouts, done.texts):
+def lines_json(lines: list[str], done: Done, terms: bool = False) -> list[dict]:
+    """/api/translate's lines: each line's translation, its n-best, and its sentences with theirs; with `terms`,
+    what became of each glossary term, per line (its best translation) and per sentence translation."""
+    answer, start, line_terms = [], 0, page_terms(done, [1] * len(lines))
+    for line, layout, translated, uses in zip(lines, done.split.layouts, done.texts, line_terms):
         end = start + len(layout.spans)
         sentences, found, maps = done.split.sentences[start:end], done.found[start:end], done.maps[start:end]
-        answer.append({"source": line, "translation": translated.text, "translations": _line_nbest(layout, found, maps),
-                       "sentences": [{"source": sentence.text, "translations": _nbest_json(nbest, attentions)}
+        answer.append({"source": line, "translation": translated.text, **({"terms": uses} if terms else {}),
+                       "translations": _line_nbest(layout, found, maps),
+                       "sentences": [{"source": sentence.text, "translations": _nbest_json(nbest, attentions, terms)}
                                      for sentence, nbest, attentions in zip(sentences, found, maps)]})
         start = end
     return answer
@@ -61,8 +75,9 @@ def _line_nbest(layout: Layout, found: list[list[Translation]], maps: list[list[
     return nbest
 
 
-def _nbest_json(nbest: list[Translation], maps: list[Attention | None]) -> list[dict]:
-    return [{"text": t.text, "score": round(t.score, 4), **({"attention": _attention_json(a)} if a else {})}
+def _nbest_json(nbest: list[Translation], maps: list[Attention | None], terms: bool = False) -> list[dict]:
+    return [{"text": t.text, "score": round(t.score, 4), **({"attention": _attention_json(a)} if a else {}),
+             **({"terms": [dataclasses.asdict(use) for use in t.terms]} if terms else {})}
             for t, a in zip(nbest, maps)]
 
 

@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from mt.data.glossary import Glossary
 from mt.decode.translator import Translator
 from mt.serve.admission import Admission
 from mt.serve.errors import ApiError
@@ -32,13 +33,14 @@ from mt.serve.pipeline import Pipeline
 from mt.serve.requests import Bounds
 
 
-def create_app(translator: Translator, engine: str, limits: ServeConfig, api_keys: frozenset[str] = frozenset()):
-    """The ASGI application (Starlette)."""
+def create_app(translator: Translator, engine: str, limits: ServeConfig, api_keys: frozenset[str] = frozenset(),
+               glossary: Glossary | None = None):
+    """The ASGI application (Starlette), with the server's glossary for requests that bring none."""
     # A malformed multipart form is answered 400; its parser's own warning for each would let any client fill the log.
     logging.getLogger("python_multipart").setLevel(logging.ERROR)
     data = translator.config.data
     admission = Admission(Bounds(limits, data.src_lang, data.tgt_lang), api_keys)
-    pipeline = Pipeline(translator, limits)
+    pipeline = Pipeline(translator, limits, glossary)
     libre, own = LibreTranslate(pipeline, admission), MtApi(pipeline, admission, engine)
 
     @asynccontextmanager

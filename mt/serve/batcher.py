@@ -5,8 +5,10 @@ The worker takes the oldest job and the others waiting, and, while fewer have co
 round's jobs, whose clients are likely to send again, and those that were waiting when it ended), those that
 arrive: until none has come for `wait_ms`, `max_tokens` source tokens are gathered, or the first job has waited
 10 × `wait_ms`. It translates all the gathered lines with one `Translator.translate_ids` call, which sorts
-them by length into token-budget batches; each line was encoded once, when its job was submitted. Jobs with other
-decode settings are translated in their own call. A job that was cancelled before the worker reached it (its
+them by length into token-budget batches; each line was encoded once, and its glossary's terms found, when its job
+was submitted. Each line carries its own terms into the search, so jobs with other glossaries, or none, share a
+call without one's terms reaching another's lines. Jobs with other decode settings are translated in their own
+call. A job that was cancelled before the worker reached it (its
 client left, or it waited too long) is skipped, never decoded. Other work that reads the model (placing a text's
 marks reads each translation again) is queued as a Call and run on the worker's thread in its turn, so that one
 thread, and one request's work at a time, uses the model.
@@ -29,7 +31,9 @@ from typing import Any
 
 from mt.config import DecodeConfig
 from mt.core.errors import MtError
-from mt.decode.translator import Attention, Translation, Translator
+from mt.data.terms import Match, TermFinder
+from mt.decode.constraints import Terms
+from mt.decode.translator import Attention, Translation, Translator, reported
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,9 @@ class Job:
     src_ids: list[list[int]]    # the lines encoded (Translator.encode), for the batch budget and the search
     decode: DecodeConfig
     attention: bool = False     # also the cross-attention of each line's translations (mt's own engine)
+    glossary: TermFinder | None = None
+    matches: list[list[Match]] = field(default_factory=list)  # with a glossary: each line's terms
+    terms: list[Terms | None] | None = None                  # … and what its search must hold for them
     result: Future = field(default_factory=Future)  # → (n-best per line, attention per line's n-best or None)
 
     @property
@@ -69,9 +76,14 @@ class BatchingWorker:
         self.thread = threading.Thread(target=self._run, name="mt-batching-worker", daemon=True)
         self.thread.start()
 
-    def submit(self, lines: list[str], decode: DecodeConfig, attention: bool = False) -> Future:
-        """Queue the lines; the future gives their n-best translations. Raises Busy when the queue is full."""
-        return self._queue(Job(lines, self.translator.encode(lines), decode, attention))
+    def submit(self, lines: list[str], decode: DecodeConfig, attention: bool = False,
+               glossary: TermFinder | None = None) -> Future:
+        """Queue the lines; the future gives their n-best translations (with a glossary, each holding the terms of
+        its line and saying what became of them). Raises Busy when the queue is full."""
+        job = Job(lines, self.translator.encode(lines), decode, attention, glossary)
+        if glossary is not None:
+            job.matches, job.terms = self.translator.find_terms(lines, glossary)
+        return self._queue(job)
 
     def call(self, function: Callable[[], Any]) -> Future:
         """Queue a function that reads the model; the future gives what it returns. Raises Busy when the queue is
@@ -133,13 +145,16 @@ class BatchingWorker:
             groups.setdefault(dataclasses.astuple(job.decode), []).append(job)
         for group in groups.values():
             src_ids = [ids for job in group for ids in job.src_ids]
+            terms = [t for job in group for t in job.terms or [None] * len(job.lines)]
             start = time.perf_counter()
             try:
-                found = self.translator.translate_ids(src_ids, group[0].decode)
+                found = self.translator.translate_ids(src_ids, group[0].decode, terms if any(terms) else None)
                 log.debug(f"translated {len(src_ids)} lines of {len(group)} requests in "
                           f"{1000 * (time.perf_counter() - start):.0f} ms; {self.jobs.qsize()} requests waiting")
                 for job in group:
                     mine, found = found[:len(job.lines)], found[len(job.lines):]
+                    if job.glossary is not None:
+                        mine = reported(job.glossary, job.matches, mine)
                     job.result.set_result((mine, self._attention(job, mine) if job.attention else None))
             except Exception as e:  # noqa: BLE001 - the requests get the error; the worker carries on
                 log.exception("translation failed")

@@ -15,7 +15,8 @@ from starlette.responses import JSONResponse, Response
 from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.serve.admission import Admission
-from mt.serve.answers import alternative_texts
+from mt.data.terms import TermFinder
+from mt.serve.answers import Done, alternative_texts, page_terms
 from mt.serve.downloads import Downloads
 from mt.serve.errors import ApiError
 from mt.serve.languages import LANGUAGE_NAMES, confidence
@@ -48,13 +49,18 @@ class LibreTranslate:
         texts, many = ask.texts(), isinstance(ask.q, list)
         default = self.pipeline.translator.decode
         decode = default.replace(nbest=ask.alternatives + 1, beam_size=max(default.beam_size, ask.alternatives + 1))
+        glossary = self.pipeline.terms(ask.glossary)
         if ask.format == "html":  # as LibreTranslate: no alternatives for HTML
-            translated, others = await self._translate_html(request, texts, decode), [[] for _ in texts]
+            done, translated, blocks = await self._translate_html(request, texts, decode, glossary)
+            others = [[] for _ in texts]
         else:
-            done = await self.pipeline.translate(request, [Marked(text) for text in texts], decode)
-            translated = [t.text for t in done.texts]
+            done = await self.pipeline.translate(request, [Marked(text) for text in texts], decode, glossary=glossary)
+            translated, blocks = [t.text for t in done.texts], [1] * len(texts)
             others = alternative_texts(done, translated, ask.alternatives)
         answer = {"translatedText": translated if many else translated[0]}
+        if glossary is not None:  # mt's own field: what became of each term, per text
+            terms = page_terms(done, blocks)
+            answer["terms"] = terms if many else terms[0]
         if ask.source == "auto":  # the model has one source language: that is the one "detected"
             detected = [{"confidence": confidence(text, self.source), "language": self.source} for text in texts]
             answer["detectedLanguage"] = detected if many else detected[0]
@@ -62,18 +68,21 @@ class LibreTranslate:
             answer["alternatives"] = others if many else others[0]
         return JSONResponse(answer)
 
-    async def _translate_html(self, request: Request, pages: list[str], decode: DecodeConfig) -> list[str]:
-        """Each HTML text translated: its blocks' texts, with their inline elements placed on the translation."""
+    async def _translate_html(self, request: Request, pages: list[str], decode: DecodeConfig,
+                              glossary: TermFinder | None) -> tuple[Done, list[str], list[int]]:
+        """Each HTML text translated: its blocks' texts, with their inline elements placed on the translation.
+        Returns them through the model, the pages rendered, and each page's count of blocks."""
         try:  # in a thread, as a long text takes a while
             read = await asyncio.to_thread(lambda: [read_html(page) for page in pages])
         except MtError as e:
             raise ApiError(400, f"Invalid request: {e}")
-        done = await self.pipeline.translate(request, [text for page in read for text in page.texts], decode)
+        done = await self.pipeline.translate(request, [text for page in read for text in page.texts], decode,
+                                             glossary=glossary)
         rendered, start = [], 0
         for page in read:
             rendered.append(page.render(done.texts[start:start + len(page.texts)]))
             start += len(page.texts)
-        return rendered
+        return done, rendered, [len(page.texts) for page in read]
 
     async def translate_file(self, request: Request) -> Response:
         """A file (multipart field `file`) translated whole in its format; answered with the URL it can be
@@ -86,7 +95,8 @@ class LibreTranslate:
             document = await asyncio.to_thread(read_document, name, ask.file.data, self.limits.body_limit)
         except MtError as e:
             raise ApiError(400, f"Invalid request: {e}")
-        done = await self.pipeline.translate(request, document.texts, self.pipeline.translator.decode)
+        done = await self.pipeline.translate(request, document.texts, self.pipeline.translator.decode,
+                                             glossary=self.pipeline.terms(ask.glossary))
         output = await asyncio.to_thread(document.render, done.texts)
         path = PurePosixPath(name)
         stored = self.downloads.put(f"{path.stem}_{ask.target}{path.suffix}", output)

@@ -28,10 +28,11 @@ class MtApi:
         self.page = (resources.files("mt.serve") / "web" / "index.html").read_text(encoding="utf-8")
 
     async def translate(self, request: Request) -> Response:
-        """{"q": text, "attention", and the decode options of `mt translate` by their names there: "beam", "alpha",
-        "nbest", "split", …} → each line's translation, its n-best (its sentences' rejoined) with scores, and its
-        sentences, each with its own n-best and, with "attention": true, each translation's cross-attention (per
-        layer, heads averaged; a CTranslate2 export's last layer only)."""
+        """{"q": text, "attention", "glossary", and the decode options of `mt translate` by their names there:
+        "beam", "alpha", "nbest", "split", …} → each line's translation, its n-best (its sentences' rejoined) with
+        scores, and its sentences, each with its own n-best and, with "attention": true, each translation's
+        cross-attention (per layer, heads averaged; a CTranslate2 export's last layer only); with a glossary (the
+        request's or the server's), what became of each term, per line and per sentence translation."""
         ask = await self.admission.admit(request, TranslateRequest)
         try:
             decode = self.translator.decode.replace(DECODE_OPTIONS, **ask.decode_values())
@@ -41,9 +42,11 @@ class MtApi:
             self.limits.check_beam(decode.beam_size)
         except MtError:
             raise ApiError(400, f"beam {decode.beam_size}: this server allows at most {self.limits.max_beam}")
-        lines = ask.q.split("\n")
-        done = await self.pipeline.translate(request, [Marked(line) for line in lines], decode, ask.attention)
-        return JSONResponse({"decode": dataclasses.asdict(decode), "lines": lines_json(lines, done)})
+        lines, glossary = ask.q.split("\n"), self.pipeline.terms(ask.glossary)
+        done = await self.pipeline.translate(request, [Marked(line) for line in lines], decode, ask.attention,
+                                             glossary)
+        answer = lines_json(lines, done, terms=glossary is not None)
+        return JSONResponse({"decode": dataclasses.asdict(decode), "lines": answer})
 
     async def info(self, request: Request) -> Response:
         config, tokenizer = self.translator.config, self.translator.tokenizer

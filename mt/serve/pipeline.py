@@ -12,6 +12,8 @@ from starlette.requests import Request
 
 from mt.config import DecodeConfig
 from mt.core.errors import MtError
+from mt.data.glossary import Glossary, merged
+from mt.data.terms import TermFinder
 from mt.decode.translator import Translator
 from mt.serve.answers import Done
 from mt.serve.batcher import BatchingWorker, Busy
@@ -25,13 +27,25 @@ SHORT_TEXT = 2_000  # characters a request's texts may hold to be split and put 
 
 
 class Pipeline:
-    """split → cache → worker → rejoin, with one translator behind its worker. The worker runs between start and
-    stop (the application's lifespan)."""
+    """split → cache → worker → rejoin, with one translator behind its worker, and the server's glossary (mt serve
+    --glossary) for requests that bring none. The worker runs between start and stop (the application's
+    lifespan)."""
 
-    def __init__(self, translator: Translator, limits: ServeConfig):
-        self.translator, self.limits = translator, limits
+    def __init__(self, translator: Translator, limits: ServeConfig, glossary: Glossary | None = None):
+        self.translator, self.limits, self.glossary = translator, limits, glossary
+        self.default_terms = TermFinder(glossary, translator.tokenizer) if glossary is not None else None
         self.cache = Cache(limits.cache_size)
         self.worker: BatchingWorker | None = None
+
+    def terms(self, request_glossary: Glossary | None) -> TermFinder | None:
+        """The terms a request's texts hold: its glossary's over the server's (glossary.merged), or the server's."""
+        if request_glossary is None:
+            return self.default_terms
+        full = request_glossary if self.glossary is None else merged(request_glossary, self.glossary)
+        try:
+            return TermFinder(full, self.translator.tokenizer)
+        except MtError as e:
+            raise ApiError(400, f"Invalid request: {e}")
 
     def start(self) -> None:
         self.worker = BatchingWorker(self.translator, self.limits.batch_wait_ms, self.limits.batch_tokens,
@@ -41,10 +55,11 @@ class Pipeline:
         self.worker.stop()
 
     async def translate(self, request: Request, texts: list[Marked], decode: DecodeConfig,
-                        attention: bool = False) -> Done:
+                        attention: bool = False, glossary: TermFinder | None = None) -> Done:
         """The texts through the model: split into sentences (unless decode.split_sentences is off), the sentences
-        translated, the texts put back. Placing marks reads the model again (mt/text/align.py): then the texts are
-        put back on the worker's thread. A long text is split and put back in a thread, as that takes a while and
+        translated (each holding its `glossary` terms, and saying what became of them), the texts put back.
+        Placing marks reads the model again (mt/text/align.py): then the texts are put back on the worker's
+        thread. A long text is split and put back in a thread, as that takes a while and
         the server answers others meanwhile; a short one right here, which spares a cache hit two thread hops."""
         short = sum(len(text.text) for text in texts) <= SHORT_TEXT
 
@@ -52,22 +67,24 @@ class Pipeline:
             return function(*args) if short else await asyncio.to_thread(function, *args)
 
         split = await step(split_for, self.translator, texts, decode.split_sentences)
-        found, maps = await self._sentences(request, [s.text for s in split.sentences], decode, attention)
+        found, maps = await self._sentences(request, [s.text for s in split.sentences], decode, attention, glossary)
         if any(sentence.spans for sentence in split.sentences):
             put_back = await self._on_worker(request, self.worker.call, lambda: finish(self.translator, split, found))
         else:
             put_back = await step(finish, self.translator, split, found)
         return Done(split, found, maps, put_back)
 
-    async def _sentences(self, request: Request, sentences: list[str], decode: DecodeConfig, attention: bool):
+    async def _sentences(self, request: Request, sentences: list[str], decode: DecodeConfig, attention: bool,
+                         glossary: TermFinder | None):
         """Each sentence's n-best, and with `attention` each translation's attention map. From the cache where it
-        has them and no map is asked for; the others (each once) from the worker, as one job."""
-        settings = dataclasses.astuple(decode)
+        has them (for the same settings and glossary) and no map is asked for; the others (each once) from the
+        worker, as one job."""
+        settings = (dataclasses.astuple(decode), glossary.key if glossary is not None else None)
         found = [None if attention else self.cache.get((sentence, settings)) for sentence in sentences]
         todo = list(dict.fromkeys(sentence for sentence, hit in zip(sentences, found) if hit is None))
         done, maps = {}, {}
         if todo:
-            nbests, attentions = await self._on_worker(request, self.worker.submit, todo, decode, attention)
+            nbests, attentions = await self._on_worker(request, self.worker.submit, todo, decode, attention, glossary)
             for sentence, nbest in zip(todo, nbests):
                 self.cache.put((sentence, settings), nbest)
             done, maps = dict(zip(todo, nbests)), dict(zip(todo, attentions or []))

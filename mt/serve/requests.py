@@ -21,12 +21,15 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, TypeVar, Union
 
 from annotated_types import Ge, Gt, Le, Lt
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, InstanceOf, ValidationError, create_model
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, InstanceOf, ValidationError,
+                      create_model)
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError, PydanticKnownError, core_schema
 
 from mt.config import DecodeConfig
+from mt.core.errors import MtError
 from mt.core.schema import flag_of, help_of
+from mt.data.glossary import Glossary, glossary_of, parse_glossary
 from mt.serve.bodies import Upload
 from mt.serve.errors import ApiError
 from mt.serve.languages import ALIASES
@@ -160,6 +163,26 @@ class Request(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
 
+def _glossary(value: str | dict | None) -> Glossary | None:
+    """A request's glossary: the file's lines in a text, or a JSON object of source term → target (or a list of
+    alternatives)."""
+    if not value:  # an empty value is a missing one
+        return None
+    try:
+        return parse_glossary(value, "glossary") if isinstance(value, str) else glossary_of(value, "glossary")
+    except MtError as e:
+        raise _refused(f"Invalid request: {e}")
+
+
+class GlossaryRequest(Request):
+    """A request that may bring a glossary."""
+
+    glossary: Annotated[Optional[Union[str, dict[str, Union[str, list[str]]]]], AfterValidator(_glossary)] = Field(
+        None, description="Terms each translation holds: SOURCE<TAB>TARGET lines as in a glossary file, or (JSON) an "
+                          "object of source term → target or list of alternatives; added to the server's glossary "
+                          "(--glossary), over it where both have a term.")
+
+
 class TextsRequest(Request):
     """A request of a text or a list of texts."""
 
@@ -169,7 +192,7 @@ class TextsRequest(Request):
         return self.q if isinstance(self.q, list) else [self.q]
 
 
-class LibreTranslateRequest(TextsRequest):
+class LibreTranslateRequest(TextsRequest, GlossaryRequest):
     """POST /translate, LibreTranslate's."""
 
     source: Source = Field(description="The source language's code, or auto.")
@@ -182,7 +205,7 @@ class LibreTranslateRequest(TextsRequest):
     api_key: ApiKey = None
 
 
-class FileRequest(Request):
+class FileRequest(GlossaryRequest):
     """POST /translate_file, LibreTranslate's: a multipart form."""
 
     file: Annotated[InstanceOf[Upload], Given] = Field(
@@ -203,7 +226,7 @@ DECODE_OPTIONS = {f.name: flag_of(f)[2:].replace("-", "_") for f in dataclasses.
                   if f.metadata["per_request"]}
 
 
-class _MtTranslateRequest(Request):
+class _MtTranslateRequest(GlossaryRequest):
     q: Annotated[str, Given, Within()] = Field(description="One text; each of its lines is answered.")
     attention: Annotated[bool, Spelt] = Field(
         False, description="Give each translation's cross-attention: per layer, heads averaged.")
@@ -261,6 +284,8 @@ def _kind(annotation: Any) -> str:
         return " or ".join(_kind(arg) for arg in args if arg is not type(None))
     if origin is list:
         return f"a list of {_kind(args[0])[2:]}s"
+    if origin is dict:
+        return "an object"
     if origin is Literal:
         return "one of " + ", ".join(args)
     return KINDS[annotation]

@@ -10,6 +10,7 @@ import socket
 import uvicorn
 
 from mt.core.errors import MtError
+from mt.data.glossary import Glossary
 from mt.decode.translator import Translator
 from mt.serve.app import create_app
 from mt.serve.limits import ServeConfig
@@ -18,14 +19,14 @@ log = logging.getLogger(__name__)
 
 
 def serve(translator: Translator, engine: str, limits: ServeConfig, host: str, port: int,
-          api_keys: frozenset[str] = frozenset()) -> None:
+          api_keys: frozenset[str] = frozenset(), glossary: Glossary | None = None) -> None:
     """Serve until SIGTERM or Ctrl-C, which stop accepting, finish the requests in flight, and return."""
     sock = _listen(host, port)
     address = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     if not ipaddress.ip_address(sock.getsockname()[0]).is_loopback and not api_keys:
         log.warning(f"listening on {host}, which other machines can reach, with no API keys (--api-keys FILE)")
-    config = uvicorn.Config(create_app(translator, engine, limits, api_keys), log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=int(limits.request_timeout) + 5)
+    config = uvicorn.Config(create_app(translator, engine, limits, api_keys, glossary), log_level="warning",
+                            access_log=False, timeout_graceful_shutdown=int(limits.request_timeout) + 5)
     server = uvicorn.Server(config)
     log.info(f"serving {engine} on {address} (the page at /, LibreTranslate's API at /translate; Ctrl-C stops)")
     # uvicorn catches SIGTERM and SIGINT for its graceful shutdown, then raises them again for the handlers it

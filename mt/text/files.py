@@ -24,6 +24,7 @@ from mt.core.errors import MtError
 from mt.data.glossary import Glossary, read_glossary
 from mt.data.terms import TermFinder, TermUse
 from mt.core.lines import BOM, Encoding, file_encoding, iter_file_lines, iter_lines, read_bytes
+from mt.decode.constraints import NO_CONSTRAINTS
 from mt.decode.translator import Translation, Translator, translate_stream
 from mt.text.documents import DOCUMENTS, Document, read_document
 from mt.text.texts import translate_marked, translate_plain
@@ -47,19 +48,24 @@ def read_source(text: list[str] | None, input: Path | None, format: str | None,
     return Lines.read(text, input, output)
 
 
-def read_terms(glossary: Path | None, report: Path | None, source: Lines | DocumentSource,
-               engine: str) -> Glossary | None:
-    """`mt translate`'s glossary, read before the model loads, with the options it cannot go with refused."""
+def read_terms(glossary: Path | None, engine: str) -> Glossary | None:
+    """A command's --glossary, read before the model loads (None without one); refused with CTranslate2."""
     if glossary is None:
-        if report is not None:
-            raise MtError("--glossary-report goes with --glossary")
         return None
     if engine != "mt":
-        raise MtError("--glossary needs --engine mt: CTranslate2 has no constrained search")
-    if isinstance(source, DocumentSource):
+        raise MtError(NO_CONSTRAINTS)
+    return read_glossary(glossary)
+
+
+def translate_terms(glossary: Path | None, report: Path | None, source: Lines | DocumentSource,
+                    engine: str) -> Glossary | None:
+    """`mt translate`'s glossary (read_terms), with the options it cannot go with refused."""
+    if glossary is None and report is not None:
+        raise MtError("--glossary-report goes with --glossary")
+    if glossary is not None and isinstance(source, DocumentSource):
         raise MtError("--glossary works with plain text; HTML and documents (.html, .srt, .docx) are translated "
                       "without one")
-    return read_glossary(glossary)
+    return read_terms(glossary, engine)
 
 
 @dataclass
@@ -130,7 +136,7 @@ class Lines:
             # n-best lists are of whole lines, cut to fit the model
             return translator.translate(lines, decode, first, glossary)
 
-        last, uses = "", []
+        last, used, terms = "", 0, 0
         results = translate_stream(translate_chunk, self.lines, self.chunk)
         with line_writer(self.output, self.encoding) as write, \
                 line_writer(report) if report is not None else nullcontext(None) as write_report:
@@ -143,10 +149,10 @@ class Lines:
                         write(f"{i} ||| {t.text} ||| {t.score:.4f}{terms}")
                 if write_report is not None:
                     write_report(f'{{"line": {i + 1}, "terms": {_json(hyps[0].terms)}}}')
-                last, uses = hyps[0].text, uses + hyps[0].terms
+                last = hyps[0].text
+                used, terms = used + sum(use.used for use in hyps[0].terms), terms + len(hyps[0].terms)
         if glossary is not None:
-            used = sum(use.used for use in uses)
-            log.info(f"glossary: {used:,} of {len(uses):,} terms used"
+            log.info(f"glossary: {used:,} of {terms:,} terms used"
                      + (f" (listed in {report})" if report is not None else " (--glossary-report FILE lists them)"))
         return last
 

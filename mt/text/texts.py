@@ -7,8 +7,11 @@ between them; `translate_marked` and `translate_texts` do both for the command l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from mt.config import DecodeConfig
-from mt.data.terms import TermFinder
+from mt.data.glossary import Glossary
+from mt.data.terms import TermFinder, TermUse
 from mt.decode.translator import Translation, Translator
 from mt.text.align import place
 from mt.text.marks import Marked, Split, split_marked
@@ -41,6 +44,30 @@ def translate_marked(translator: Translator, texts: list[Marked], decode: Decode
     return finish(translator, parts, found)
 
 
+@dataclass
+class TermCount:
+    """Texts → their translations (translate_plain), counting the glossary's terms they hold; prints as that count."""
+
+    translator: Translator
+    decode: DecodeConfig
+    split: bool
+    glossary: Glossary | None
+    used: int = 0
+    terms: int = 0
+
+    def __post_init__(self):
+        self.finder = TermFinder(self.glossary, self.translator.tokenizer) if self.glossary is not None else None
+
+    def __call__(self, texts: list[str]) -> list[str]:
+        found = translate_plain(self.translator, texts, self.decode, self.split, self.finder)
+        uses = [use for t in found for use in t.terms]
+        self.used, self.terms = self.used + sum(use.used for use in uses), self.terms + len(uses)
+        return [t.text for t in found]
+
+    def __str__(self) -> str:
+        return f"glossary: {self.used:,} of {self.terms:,} terms used ({100 * self.used / max(self.terms, 1):.1f}%)"
+
+
 def translate_texts(translator: Translator, texts: list[str], decode: DecodeConfig | None = None,
                     split: bool = True) -> list[str]:
     """Plain texts → their translations, in their shape."""
@@ -53,8 +80,14 @@ def translate_plain(translator: Translator, texts: list[str], decode: DecodeConf
     its sentences, in order."""
     parts = split_for(translator, [Marked(text) for text in texts], split)
     found = translator.translate([s.text for s in parts.sentences], decode, glossary=glossary)
-    joined, i, terms = finish(translator, parts, found), 0, []
+    joined = finish(translator, parts, found)
+    return [Translation(text.text, 0.0, used) for text, used in zip(joined, text_terms(parts, found))]
+
+
+def text_terms(parts: Split, found: list[list[Translation]]) -> list[list[TermUse]]:
+    """What became of each text's terms: those of its sentences' best translations, in order."""
+    terms, i = [], 0
     for layout in parts.layouts:  # each text's sentences follow one another
         terms.append([use for nbest in found[i:i + len(layout.spans)] for use in nbest[0].terms])
         i += len(layout.spans)
-    return [Translation(text.text, 0.0, used) for text, used in zip(joined, terms)]
+    return terms
