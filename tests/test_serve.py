@@ -827,6 +827,23 @@ def test_the_page_shows_each_sentence_of_a_paragraph_with_its_own_nbest(page, of
     assert "他" in "".join(page.locator("#attention thead th").all_inner_texts())
 
 
+def test_the_page_takes_a_glossary_and_shows_which_terms_each_line_holds(page, translator):
+    from mt.data.glossary import parse_glossary
+    from mt.data.terms import TermFinder
+
+    page.click("#glossary-box summary")
+    page.fill("#glossary", "北京 = Beijing\n")
+    page.fill("#text", "我们明天去北京。")
+    page.click("#go")
+    page.wait_for_selector(".line .terms .used")
+    expected = translator.translate(["我们明天去北京。"], glossary=TermFinder(parse_glossary("北京\tBeijing", "g"),
+                                                                               translator.tokenizer))[0][0].text
+    assert page.inner_text(".line .terms") == "北京 → Beijing (used)"
+    assert page.inner_text("ol.nbest li .text") == expected and "Beijing" in expected
+    page.fill("#glossary", "")  # the other tests translate without one
+    page.click("#glossary-box summary")
+
+
 def test_the_page_translates_a_file_into_a_download_link(page, offline):
     page.wait_for_selector("#facts:has-text('step 8')")
     page.set_input_files("#file", files=[{"name": "notes.txt", "mimeType": "text/plain",

@@ -191,11 +191,10 @@ def _bare_processor(proto: bytes) -> spm.SentencePieceProcessor:
 def _entry_forms(entry: Entry, tokenizer: Tokenizer, bare: spm.SentencePieceProcessor, name: str) -> Forms:
     """An entry's target forms, one per distinct encoding: a word of its own ("▁Acme"), or, for a target that
     starts with a character of a script without spaces, written without the space before it: in such output a "▁"
-    inside the sentence writes a space. Then each target with its first letter capitalised, where the vocabulary
-    writes it, as the report counts it used ("fuji" holds in "Fuji is high")."""
+    inside the sentence writes a space."""
     forms = []
     for target, text in zip(entry.targets, tokenizer.normalize_tgt(list(entry.targets))):
-        pieces = _pieces(text, tokenizer, bare)
+        pieces = (bare if UNSPACED_CHAR.match(text[0]) else tokenizer.tgt).encode(text, return_type="proto").pieces
         ids = [p.id for p in pieces]
         if not ids or UNK in ids:
             unwritten = next((p.surface for p in pieces if p.id == UNK), target)
@@ -204,13 +203,4 @@ def _entry_forms(entry: Entry, tokenizer: Tokenizer, bare: spm.SentencePieceProc
             raise MtError(f'{name}:{entry.line}: "{target}" is {len(ids)} pieces for this model; a term has at most '
                           f"{MAX_TERM_PIECES}")
         forms.append(ids)
-    for text in tokenizer.normalize_tgt([cased for target in entry.targets for cased in _cased(target)[1:]]):
-        ids = [p.id for p in _pieces(text, tokenizer, bare)]
-        if UNK not in ids and len(ids) <= MAX_TERM_PIECES:
-            forms.append(ids)
     return [list(form) for form in dict.fromkeys(map(tuple, forms))]
-
-
-def _pieces(text: str, tokenizer: Tokenizer, bare: spm.SentencePieceProcessor) -> list:
-    """A target's pieces as the search writes them (_entry_forms)."""
-    return (bare if UNSPACED_CHAR.match(text[0]) else tokenizer.tgt).encode(text, return_type="proto").pieces
