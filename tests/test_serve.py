@@ -449,8 +449,8 @@ def test_request_fields_are_listed_for_the_docs_from_the_declarations_requests_a
     assert {"name": "alternatives", "type": "a whole number", "range": "from 0 to --max-beam − 1", "default": "0",
             "help": "Other translations per text besides the best (none for HTML)."} in fields["POST /translate"]
     options = {field["name"]: field for field in fields["POST /api/translate"]}
-    assert set(options) == {"q", "attention", "api_key", "beam", "alpha", "nbest", "max_len_a", "max_len_b",
-                            "min_len", "no_repeat_ngram", "split"}  # the decode options docs/serving.md lists
+    assert set(options) == {"q", "attention", "glossary", "api_key", "beam", "alpha", "nbest", "max_len_a",
+                            "max_len_b", "min_len", "no_repeat_ngram", "split"}  # the decode options docs/serving.md lists
     assert options["beam"] == {"name": "beam", "type": "a whole number", "range": "from 1",
                                "default": "the server's decode.beam_size", "help": "Beam size; 1 is greedy search."}
     assert all(field["help"] for route in fields.values() for field in route)

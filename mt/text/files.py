@@ -136,7 +136,7 @@ class Lines:
             # n-best lists are of whole lines, cut to fit the model
             return translator.translate(lines, decode, first, glossary)
 
-        last, used, terms = "", 0, 0
+        last, used, total = "", 0, 0
         results = translate_stream(translate_chunk, self.lines, self.chunk)
         with line_writer(self.output, self.encoding) as write, \
                 line_writer(report) if report is not None else nullcontext(None) as write_report:
@@ -150,9 +150,9 @@ class Lines:
                 if write_report is not None:
                     write_report(f'{{"line": {i + 1}, "terms": {_json(hyps[0].terms)}}}')
                 last = hyps[0].text
-                used, terms = used + sum(use.used for use in hyps[0].terms), terms + len(hyps[0].terms)
+                used, total = used + sum(use.used for use in hyps[0].terms), total + len(hyps[0].terms)
         if glossary is not None:
-            log.info(f"glossary: {used:,} of {terms:,} terms used"
+            log.info(f"glossary: {used:,} of {total:,} terms used"
                      + (f" (listed in {report})" if report is not None else " (--glossary-report FILE lists them)"))
         return last
 
