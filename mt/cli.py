@@ -24,8 +24,8 @@ from mt.core.console import setup_logging
 from mt.core.errors import MtError
 from mt.core.memory import bound_kernel_cache, use_huge_pages
 from mt.core.openmp import without_a_thread_team
-from mt.options import (CheckpointOption, ConfigOption, DeviceOption, GlossaryOption, ModelChoice, RunDirOption,
-                        SetOption, config_options, decode_options, decoding, model_options, served_model_options,
+from mt.options import (CheckpointOption, ConfigOption, DeviceOption, GlossaryModeOption, GlossaryOption, ModelChoice,
+                        RunDirOption, SetOption, config_options, decode_options, decoding, model_options, served_model_options,
                         split_and_decode, teacher_options)
 from mt.serve.limits import ServeConfig
 
@@ -141,7 +141,7 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
               = None,
               head: Annotated[Optional[int], typer.Option("--head", help="With --attention: this head only "
                                                           "(of --layer, default the last).")] = None,
-              glossary: GlossaryOption = None,
+              glossary: GlossaryOption = None, glossary_mode: GlossaryModeOption = "hard",
               glossary_report: Annotated[Optional[Path], typer.Option(
                   "--glossary-report", help="With --glossary: write what became of each line's terms here, one "
                   "JSON line per input line.")] = None,
@@ -152,9 +152,8 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
     (.html, .srt, .docx) keep their markup, timings and styles. Plain text is read and translated in chunks, and
     each chunk's lines are written as soon as they are done.
     """
-    from mt.data.terms import TermFinder
     from mt.text.documents import check_output_format
-    from mt.text.files import output_kind, read_source, translate_terms
+    from mt.text.files import glossary_use, output_kind, read_source, translate_terms
 
     if text and input:
         raise MtError("give sentences as arguments or --input FILE, not both")
@@ -164,13 +163,14 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
     check_outputs((output, output_kind(output)), (attention, PNG), (glossary_report, TEXT),
                   inputs=(input, glossary))
     source = read_source(text, input, format, output)  # first: a bad input is reported before the model loads
-    terms = translate_terms(glossary, glossary_report, source, model.engine)
+    terms = translate_terms(glossary, glossary_report, source, model.engine, glossary_mode)
     translator = model.load()
     split, decode = split_and_decode(translator, decode)
-    if terms is None:
-        last = source.translate(translator, decode, split)
+    if glossary_report is None:
+        last = source.translate(translator, decode, split, glossary_use(terms, translator, glossary_mode))
     else:
-        last = source.translate(translator, decode, split, TermFinder(terms, translator.tokenizer), glossary_report)
+        last = source.translate(translator, decode, split, glossary_use(terms, translator, glossary_mode),
+                                glossary_report)
     if attention is not None:
         from mt.plots import draw_attention
 
@@ -210,7 +210,8 @@ def evaluate(config: Annotated[Optional[list[Path]], typer.Option(
              hyp: Annotated[Optional[Path], typer.Option("--hyp", help="Score this output; translate nothing.")] = None,
              tgt_lang: Annotated[Optional[str], typer.Option("--tgt-lang", help="For --hyp (default en).")] = None,
              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Save the translations.")] = None,
-             glossary: GlossaryOption = None, model: ModelChoice | None = None, decode: dict | None = None):
+             glossary: GlossaryOption = None, glossary_mode: GlossaryModeOption = "hard",
+             model: ModelChoice | None = None, decode: dict | None = None):
     """Translate a test set (the config's, or --src/--ref) and print sacreBLEU BLEU and chrF with signatures; with
     --glossary, also how many of its terms the translations hold."""
     if hyp is not None:  # scoring alone: no torch to load
@@ -225,10 +226,10 @@ def evaluate(config: Annotated[Optional[list[Path]], typer.Option(
         raise MtError("--src needs at least one --ref")
     check_outputs((output, TEXT), inputs=(src, *(ref or []), glossary))
     from mt.decode.evaluate import evaluate as evaluate_test_set, read_test_files, read_test_set
-    from mt.text.files import read_terms
+    from mt.text.files import glossary_use, read_terms
     from mt.text.texts import TermCount
 
-    terms = read_terms(glossary, model.engine)
+    terms = read_terms(glossary, model.engine, glossary_mode)
     translator = model.load()
     if src is not None:
         sources, references = read_test_files(src, ref)
@@ -236,7 +237,8 @@ def evaluate(config: Annotated[Optional[list[Path]], typer.Option(
         sources, references = read_test_set(_load(config, set_).data if config else translator.config.data)
     split = decode.pop("split_sentences", False)  # a test set's lines are aligned with its references' lines
     decode = decoding(translator, decode)
-    count = TermCount(translator, decode, split, terms) if split or terms else None
+    count = TermCount(translator, decode, split, glossary_use(terms, translator, glossary_mode)) if split or terms \
+        else None
     print("\n".join(evaluate_test_set(translator, sources, references, decode, output, count).lines()))
     if terms is not None:
         print(count)

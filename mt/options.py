@@ -13,7 +13,7 @@ import inspect
 import typing
 from dataclasses import MISSING, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
 
@@ -34,6 +34,10 @@ RunDirOption = Annotated[Optional[str], typer.Option("--run-dir", help="Default:
 DeviceOption = Annotated[Optional[Device], typer.Option(
     "--device", help="auto: cuda when there is a GPU, else cpu (default: the config's train.device).")]
 CheckpointOption = Annotated[Optional[Path], typer.Option("--checkpoint", help=LATEST)]
+GlossaryModeOption = Annotated[Literal["hard", "soft"], typer.Option(
+    "--glossary-mode",
+    help="hard: mt's own search holds each term; soft (either engine): each missed term is written over the words "
+    "its source is aligned to (docs/translating.md#glossaries).")]
 GlossaryOption = Annotated[Optional[Path], typer.Option(
     "--glossary", help="A glossary (SOURCE<TAB>TARGET lines): each translation holds the target of each source term "
     "its sentence has (engine mt; docs/translating.md#glossaries).")]

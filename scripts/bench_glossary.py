@@ -1,6 +1,6 @@
-"""Glossaries that hold (`mt translate --glossary`, hard mode: mt/decode/constrained.py): how many of a glossary's
-terms the outputs hold, what that does to BLEU, and what it costs in speed, on Chinese→English test sets with
-references. A report, not a test.
+"""Glossaries that hold (`mt translate --glossary`, hard mode: mt/decode/constrained.py; soft mode, either engine:
+mt/text/glossary_modes.py): how many of a glossary's terms the outputs hold, what that does to BLEU, and what it
+costs in speed, on Chinese→English test sets with references. A report, not a test.
 
 Two glossaries per set, both built from the set itself, so that a model cannot pass by translating as it would
 anyway (each written to --out with the outputs, for inspection):
@@ -309,22 +309,27 @@ def matching_none(tr, sources: list[str], path: Path) -> TermSet:
 
 # --- runs and figures ---------------------------------------------------------------------------------------------
 
-def translate(tr, decode, lines: list[str], terms: TermSet | None):
-    return [hyps[0] for hyps in tr.translate(lines, decode, glossary=terms.finder if terms else None)]
+def translate(tr, decode, lines: list[str], terms: TermSet | None, mode: str = "hard"):
+    """Each line's best translation, with the glossary in `mode` (mt/text/glossary_modes.py) or without one."""
+    from mt.text.glossary_modes import GlossaryUse
+
+    if terms is None:
+        return [hyps[0] for hyps in tr.translate(lines, decode)]
+    return [hyps[0] for hyps in GlossaryUse(terms.finder, mode == "soft").translate(tr, lines, decode)]
 
 
-def speeds(tr, decode, sources: list[str], terms: TermSet, repeats: int) -> dict[str, dict[str, float]]:
+def speeds(tr, decode, sources: list[str], terms: TermSet, mode: str, repeats: int) -> dict[str, dict[str, float]]:
     """Group → mode → sentences/s (median of `repeats`): each group's sentences translated alone, with and without
     the glossary in turn, the order alternating from one repeat to the next."""
     groups = {group: [s for i, s in enumerate(sources) if holds(terms.count(i))] for group, holds in GROUPS.items()}
-    seconds: dict[str, dict[str, list[float]]] = {group: {"none": [], "hard": []} for group in groups}
+    seconds: dict[str, dict[str, list[float]]] = {group: {"none": [], mode: []} for group in groups}
     for repeat in range(repeats):
         for group, lines in groups.items():
-            for mode in ("none", "hard") if repeat % 2 == 0 else ("hard", "none"):
+            for run in ("none", mode) if repeat % 2 == 0 else (mode, "none"):
                 if lines:
                     start = time.perf_counter()
-                    translate(tr, decode, lines, terms if mode == "hard" else None)
-                    seconds[group][mode].append(time.perf_counter() - start)
+                    translate(tr, decode, lines, terms if run == mode else None, mode)
+                    seconds[group][run].append(time.perf_counter() - start)
     return {group: {mode: len(groups[group]) / statistics.median(times) for mode, times in modes.items()}
             for group, modes in seconds.items() if groups[group]}
 
@@ -401,12 +406,14 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a and b else None
 
 
-def measure(tr, decode, name: str, beam: int, mode: str, terms: TermSet, sources: list[str], src_ids,
+def measure(tr, decode, name: str, beam: int, run: tuple[str, str], terms: TermSet, sources: list[str], src_ids,
             none: list[str], out: Path, repeats: int) -> list[dict]:
-    """A glossary's rows: `none` and `mode` (the glossary matching none: `mode` alone), printed."""
-    key = {"set": name, "glossary": terms.name, "engine": "mt", "beam": beam}
-    outputs = [t.text for t in translate(tr, decode, sources, terms)]
-    write_outputs(out, f"{name}.{terms.name.replace(' ', '-')}.{mode}.beam{beam}", outputs, terms)
+    """A glossary's rows: `none` and `mode` (the glossary matching none: `mode` alone), printed; `run`: (engine,
+    mode)."""
+    engine, mode = run
+    key = {"set": name, "glossary": terms.name, "engine": engine, "beam": beam}
+    outputs = [t.text for t in translate(tr, decode, sources, terms, mode)]
+    write_outputs(out, f"{name}.{terms.name.replace(' ', '-')}.{engine}.{mode}.beam{beam}", outputs, terms)
     with_terms = figures(tr, decode, terms, src_ids, outputs, none)
     if terms.name == "matching none":
         print(f"matching none, beam {beam}: {with_terms['no-term sentences identical']:,}/"
@@ -417,12 +424,12 @@ def measure(tr, decode, name: str, beam: int, mode: str, terms: TermSet, sources
         bleu = {"BLEU − none": round(with_terms["BLEU"] - without["BLEU"], 2)}
         with_terms = {k: v for column, value in with_terms.items()
                       for k, v in ((column, value), *(bleu.items() if column == "chrF" else ()))}
-    rate = speeds(tr, decode, sources, terms, repeats)
+    rate = speeds(tr, decode, sources, terms, mode, repeats)
     for group in GROUPS:
         found = rate.get(group, {})
         without[f"{group} sentences/s"] = round(found["none"], 1) if found else None
-        with_terms[f"{group} sentences/s"] = round(found["hard"], 1) if found else None
-        with_terms[f"{group} time × none"] = ratio(found.get("none"), found.get("hard"))
+        with_terms[f"{group} sentences/s"] = round(found[mode], 1) if found else None
+        with_terms[f"{group} time × none"] = ratio(found.get("none"), found.get(mode))
     show(without, with_terms, mode, beam)
     return [{**key, "mode": "none", **without}, {**key, "mode": mode, **with_terms}]
 
@@ -466,8 +473,9 @@ def describe(terms: TermSet, path: Path) -> str:
             f"{sum(c >= 3 for c in counts):,} with 3+), {counts.count(0):,} without")
 
 
-def bench_set(tr, name: str, sources: list[str], references: list[str], common: list[str], args) -> list[dict]:
-    """One test set's rows, printed as they come."""
+def bench_set(tr, tt, name: str, sources: list[str], references: list[str], common: list[str], args) -> list[dict]:
+    """One test set's rows, printed as they come: glossaries made with `tr` (mt's engine), translated with `tt`
+    (--engine)."""
     english = English(common, references)
     src_ids = tr.encode(sources)
     print(f"\n## {name}: {len(sources):,} sentences")
@@ -484,12 +492,13 @@ def bench_set(tr, name: str, sources: list[str], references: list[str], common: 
     rows = []
     for beam in args.beam:
         decode = tr.decode.replace(beam_size=beam)
-        none = [t.text for t in translate(tr, decode, sources, None)]  # also the warm-up of the timings
-        write_outputs(args.out, f"{name}.none.beam{beam}", none, None)
+        none = [t.text for t in translate(tt, decode, sources, None)]  # also the warm-up of the timings
+        write_outputs(args.out, f"{name}.{args.engine}.none.beam{beam}", none, None)
+        run = (args.engine, args.mode)
         for terms in sets:
             print(f"{terms.name} terms:")
-            rows += measure(tr, decode, name, beam, args.mode, terms, sources, src_ids, none, args.out, args.repeats)
-        rows += measure(tr, decode, name, beam, args.mode, nothing, sources, src_ids, none, args.out, args.repeats)
+            rows += measure(tt, decode, name, beam, run, terms, sources, src_ids, none, args.out, args.repeats)
+        rows += measure(tt, decode, name, beam, run, nothing, sources, src_ids, none, args.out, args.repeats)
     return rows
 
 
@@ -502,7 +511,10 @@ def main() -> None:
                              "../shared/data/zh-en)")
     parser.add_argument("--limit", type=int, default=None, help="the first N sentences of each set (default: all)")
     parser.add_argument("--beam", type=int, nargs="+", default=[4], help="beam sizes, a run each (default: 4)")
-    parser.add_argument("--mode", choices=["hard"], default="hard", help="the glossary's mode (default: hard)")
+    parser.add_argument("--mode", choices=["hard", "soft"], default="hard", help="the glossary's mode (default: hard)")
+    parser.add_argument("--engine", choices=["mt", "ctranslate2"], default="mt",
+                        help="what translates: mt's own search, or the CTranslate2 export --export (soft mode only)")
+    parser.add_argument("--export", type=Path, default=None, help="a CTranslate2 export of --checkpoint")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each kind, alternated (default: 3)")
     parser.add_argument("--seed", type=int, default=1, help="of the invented words (default: 1)")
     parser.add_argument("--common-words", type=Path, default=DATA / "tatoeba" / "train.en",
@@ -523,20 +535,23 @@ def main() -> None:
     from mt.decode.translator import load_translator
 
     torch.set_num_threads(args.threads)
+    if args.engine == "ctranslate2" and (args.mode == "hard" or args.export is None):
+        parser.error("--engine ctranslate2 goes with --mode soft and --export DIR")
     tr = load_translator([args.checkpoint], "cpu")
+    tt = load_translator(args.export, "cpu", "ctranslate2") if args.engine == "ctranslate2" else tr
     if tr.config.data.tgt_lang != "en":
         parser.error(f"{args.checkpoint} translates into {tr.config.data.tgt_lang}; the terms are English words")
     common = args.common_words.read_text(encoding="utf-8").splitlines()
-    print(f"# glossaries, {args.mode} mode: {args.checkpoint} (alpha {tr.decode.alpha}, no_repeat_ngram "
+    print(f"# glossaries, {args.mode} mode, engine {args.engine}: {args.checkpoint} (alpha {tr.decode.alpha}, no_repeat_ngram "
           f"{tr.decode.no_repeat_ngram_size}), torch {args.threads} thread(s), {args.repeats} timed repeats; "
           f"glossaries and outputs in {args.out}")
     rows, sizes = [], []
     for name, src, ref in sets:
         sources = src.read_text(encoding="utf-8").splitlines()[:args.limit]
         references = ref.read_text(encoding="utf-8").splitlines()[:args.limit]
-        rows += bench_set(tr, name, sources, references, common, args)
+        rows += bench_set(tr, tt, name, sources, references, common, args)
         sizes.append(f"{name} {len(sources):,}")
-    record("bench_glossary.py", f"glossaries, {args.mode} mode, {args.checkpoint}: {', '.join(sizes)} sentences, "
+    record("bench_glossary.py", f"glossaries, {args.mode} mode, engine {args.engine}, {args.checkpoint}: {', '.join(sizes)} sentences, "
            f"seed {args.seed}, {args.threads} thread(s)", rows)
 
 

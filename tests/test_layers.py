@@ -21,7 +21,7 @@ MODULES = {  # bottom up inside each package
     "decode": [{"cache", "packing", "shortlist", "sampling", "constraints"}, {"engine", "steps"}, {"search", "score"},
                {"constrained"}, {"searcher", "ctranslate2"}, {"translator"}, {"evaluate", "distill"}],
     "clean": [{"contamination"}, {"cleaning"}, {"report"}],
-    "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"documents", "texts"}, {"files"}],
+    "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"glossary_modes"}, {"documents", "texts"}, {"files"}],
     "train": [{"prepare", "loss", "training_log"}, {"trainer", "progress", "updates"}, {"validation"}, {"loop"}],
     "serve": [{"errors", "languages", "batcher", "limits", "answers", "translation_cache"}, {"downloads", "bodies"},
               {"requests", "pipeline"}, {"admission"}, {"libretranslate", "mt_api"}, {"app"}, {"server"}],

@@ -80,6 +80,10 @@ class TermFinder:
         """The search's terms for a sentence's matches: the first MAX_SENTENCE_TERMS, each its target forms."""
         return [self._forms[m.entry] for m in matches[:MAX_SENTENCE_TERMS]]
 
+    def target(self, entry: Entry) -> str:
+        """The entry's first target, as the model writes it."""
+        return self._written[entry][0]
+
     def report(self, matches: list[Match], output: str) -> list[TermUse]:
         """Each match's use in the sentence's output, read from the text with the matching's edge rules: the k-th
         occurrence of a source term is used when the output holds one of its targets k times."""

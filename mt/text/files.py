@@ -27,6 +27,7 @@ from mt.core.lines import BOM, Encoding, file_encoding, iter_file_lines, iter_li
 from mt.decode.constraints import NO_CONSTRAINTS
 from mt.decode.translator import Translation, Translator, translate_stream
 from mt.text.documents import DOCUMENTS, Document, read_document
+from mt.text.glossary_modes import GlossaryUse
 from mt.text.texts import translate_marked, translate_plain
 
 log = logging.getLogger(__name__)
@@ -48,24 +49,36 @@ def read_source(text: list[str] | None, input: Path | None, format: str | None,
     return Lines.read(text, input, output)
 
 
-def read_terms(glossary: Path | None, engine: str) -> Glossary | None:
-    """A command's --glossary, read before the model loads (None without one); refused with CTranslate2."""
+def read_terms(glossary: Path | None, engine: str, mode: str | None = None) -> Glossary | None:
+    """A command's --glossary, read before the model loads (None without one); hard mode refused with CTranslate2.
+    `mode`: the command's --glossary-mode (None: a command without one, which holds terms hard)."""
     if glossary is None:
         return None
-    if engine != "mt":
-        raise MtError(NO_CONSTRAINTS)
+    if engine != "mt" and mode != "soft":
+        raise MtError(NO_CONSTRAINTS + ("; --glossary-mode soft works with either engine" if mode else ""))
     return read_glossary(glossary)
 
 
-def translate_terms(glossary: Path | None, report: Path | None, source: Lines | DocumentSource,
-                    engine: str) -> Glossary | None:
+def translate_terms(glossary: Path | None, report: Path | None, source: Lines | DocumentSource, engine: str,
+                    mode: str) -> Glossary | None:
     """`mt translate`'s glossary (read_terms), with the options it cannot go with refused."""
     if glossary is None and report is not None:
         raise MtError("--glossary-report goes with --glossary")
-    if glossary is not None and isinstance(source, DocumentSource):
-        raise MtError("--glossary works with plain text; HTML and documents (.html, .srt, .docx) are translated "
-                      "without one")
-    return read_terms(glossary, engine)
+    if report is not None and isinstance(source, DocumentSource):
+        raise MtError("--glossary-report lists each line's terms: plain text only (HTML and documents are "
+                      "translated with the glossary; one line on stderr sums it up)")
+    return read_terms(glossary, engine, mode)
+
+
+def glossary_use(glossary: Glossary | None, translator: Translator, mode: str) -> GlossaryUse | None:
+    """The glossary made ready for the translator's model, in --glossary-mode `mode`."""
+    return GlossaryUse(TermFinder(glossary, translator.tokenizer), mode == "soft") if glossary is not None else None
+
+
+def log_terms(used: int, total: int, report: Path | None) -> None:
+    """The line on stderr that sums up what became of a glossary's terms."""
+    log.info(f"glossary: {used:,} of {total:,} terms used"
+             + (f" (listed in {report})" if report is not None else " (--glossary-report FILE lists them)"))
 
 
 @dataclass
@@ -86,8 +99,12 @@ class DocumentSource:
             raise MtError(f"{input}: a Word document's translation needs --output FILE.docx")
         return cls(read_document(name, data), output)
 
-    def translate(self, translator: Translator, decode: DecodeConfig, split: bool) -> None:
-        result = self.document.render(translate_marked(translator, self.document.texts, decode, split))
+    def translate(self, translator: Translator, decode: DecodeConfig, split: bool,
+                  glossary: GlossaryUse | None = None) -> None:
+        translated, uses = translate_marked(translator, self.document.texts, decode, split, glossary)
+        if glossary is not None:
+            log_terms(sum(use.used for use in uses), len(uses), None)
+        result = self.document.render(translated)
         if self.output is not None:
             atomic_write_bytes(self.output, result, output_kind(self.output))
         else:
@@ -125,7 +142,7 @@ class Lines:
         bar = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty()) and not text
         return cls(lines, chunk, encoding, output, bar)
 
-    def translate(self, translator: Translator, decode: DecodeConfig, split: bool, glossary: TermFinder | None = None,
+    def translate(self, translator: Translator, decode: DecodeConfig, split: bool, glossary: GlossaryUse | None = None,
                   report: Path | None = None) -> str:
         """Translate and write every line; the last line's best translation. With a `glossary`, each line's
         terms go into `report` (JSON Lines: {"line": N, "terms": [{"source", "target", "used"}, …]}) and, with
@@ -134,7 +151,9 @@ class Lines:
             if decode.nbest == 1:
                 return [[t] for t in translate_plain(translator, lines, decode, split, glossary)]
             # n-best lists are of whole lines, cut to fit the model
-            return translator.translate(lines, decode, first, glossary)
+            if glossary is not None:
+                return glossary.translate(translator, lines, decode, first)
+            return translator.translate(lines, decode, first)
 
         last, used, total = "", 0, 0
         results = translate_stream(translate_chunk, self.lines, self.chunk)
@@ -152,8 +171,7 @@ class Lines:
                 last = hyps[0].text
                 used, total = used + sum(use.used for use in hyps[0].terms), total + len(hyps[0].terms)
         if glossary is not None:
-            log.info(f"glossary: {used:,} of {total:,} terms used"
-                     + (f" (listed in {report})" if report is not None else " (--glossary-report FILE lists them)"))
+            log_terms(used, total, report)
         return last
 
 

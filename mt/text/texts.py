@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mt.config import DecodeConfig
-from mt.data.glossary import Glossary
-from mt.data.terms import TermFinder, TermUse
+from mt.data.terms import TermUse
 from mt.decode.translator import Translation, Translator
 from mt.text.align import place
+from mt.text.glossary_modes import GlossaryUse
 from mt.text.marks import Marked, Split, split_marked
 
 
@@ -37,11 +37,17 @@ def finish(translator: Translator, split: Split, found: list[list[Translation]])
 
 
 def translate_marked(translator: Translator, texts: list[Marked], decode: DecodeConfig | None = None,
-                     split: bool = True) -> list[Marked]:
-    """Texts with marks → their translations with the marks placed (mt/text/align.py)."""
+                     split: bool = True, glossary: GlossaryUse | None = None) -> tuple[list[Marked], list[TermUse]]:
+    """Texts with marks → their translations with the marks placed (mt/text/align.py), and, with a `glossary`,
+    what became of each of its terms."""
     parts = split_for(translator, texts, split)
-    found = translator.translate([s.text for s in parts.sentences], decode)
-    return finish(translator, parts, found)
+    found = _translate(translator, [s.text for s in parts.sentences], decode, glossary)
+    return finish(translator, parts, found), [use for nbest in found for use in nbest[0].terms]
+
+
+def _translate(translator: Translator, sentences: list[str], decode: DecodeConfig | None,
+               glossary: GlossaryUse | None) -> list[list[Translation]]:
+    return glossary.translate(translator, sentences, decode) if glossary else translator.translate(sentences, decode)
 
 
 @dataclass
@@ -51,15 +57,12 @@ class TermCount:
     translator: Translator
     decode: DecodeConfig
     split: bool
-    glossary: Glossary | None
+    glossary: GlossaryUse | None
     used: int = 0
     terms: int = 0
 
-    def __post_init__(self):
-        self.finder = TermFinder(self.glossary, self.translator.tokenizer) if self.glossary is not None else None
-
     def __call__(self, texts: list[str]) -> list[str]:
-        found = translate_plain(self.translator, texts, self.decode, self.split, self.finder)
+        found = translate_plain(self.translator, texts, self.decode, self.split, self.glossary)
         uses = [use for t in found for use in t.terms]
         self.used, self.terms = self.used + sum(use.used for use in uses), self.terms + len(uses)
         return [t.text for t in found]
@@ -75,11 +78,11 @@ def translate_texts(translator: Translator, texts: list[str], decode: DecodeConf
 
 
 def translate_plain(translator: Translator, texts: list[str], decode: DecodeConfig | None = None, split: bool = True,
-                    glossary: TermFinder | None = None) -> list[Translation]:
+                    glossary: GlossaryUse | None = None) -> list[Translation]:
     """Plain texts → their translations, in their shape; with a `glossary`, each with what became of the terms of
     its sentences, in order."""
     parts = split_for(translator, [Marked(text) for text in texts], split)
-    found = translator.translate([s.text for s in parts.sentences], decode, glossary=glossary)
+    found = _translate(translator, [s.text for s in parts.sentences], decode, glossary)
     joined = finish(translator, parts, found)
     return [Translation(text.text, 0.0, used) for text, used in zip(joined, text_terms(parts, found))]
 
