@@ -438,10 +438,24 @@ def test_evaluate_with_a_glossary_scores_the_outputs_that_hold_its_terms_and_cou
     assert held[1] == mt_in_process("translate", "--beam", "2", "他走了。", cwd=workdir).stdout.strip()
 
 
+def test_html_takes_a_glossary_in_either_mode(workdir, tmp_path):
+    (tmp_path / "g.tsv").write_text("我\tTom\n", encoding="utf-8")
+    for mode in ("hard", "soft"):
+        done = mt_in_process("translate", "--glossary", str(tmp_path / "g.tsv"), "--glossary-mode", mode, "--format",
+                             "html", "<p>我爱你。</p>", cwd=workdir)
+        assert done.exit_code == 0, done.output
+        assert re.fullmatch(r"<p>.*\bTom\b.*</p>\n?", done.stdout), done.stdout
+        assert "glossary: 1 of 1 terms used" in done.stderr
+
+
 def test_a_glossary_with_what_it_cannot_go_with_is_one_line(workdir, tmp_path):
     (tmp_path / "g.tsv").write_text("我\tTom\n", encoding="utf-8")
     (tmp_path / "bad.tsv").write_text("我 Tom\n", encoding="utf-8")
     for args, words in ((["--glossary", str(tmp_path / "bad.tsv")], "bad.tsv:1: no tab"),
-                        (["--glossary", str(tmp_path / "g.tsv"), "--engine", "ctranslate2"], "needs --engine mt"),
+                        (["--glossary", str(tmp_path / "g.tsv"), "--engine", "ctranslate2"],
+                         "needs --engine mt: CTranslate2 has no constrained search; --glossary-mode soft works with "
+                         "either engine"),
+                        (["--glossary", str(tmp_path / "g.tsv"), "--glossary-report", "r.jsonl", "--format", "html"],
+                         "--glossary-report lists each line's terms: plain text only"),
                         (["--glossary-report", str(tmp_path / "r.jsonl")], "goes with --glossary")):
         assert_one_line_error(mt("translate", *args, "我爱你。", cwd=workdir), words)

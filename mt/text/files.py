@@ -28,7 +28,7 @@ from mt.decode.constraints import NO_CONSTRAINTS
 from mt.decode.translator import Translation, Translator, translate_stream
 from mt.text.documents import DOCUMENTS, Document, read_document
 from mt.text.glossary_modes import GlossaryUse
-from mt.text.texts import translate_marked, translate_plain
+from mt.text.texts import translate_marked_terms, translate_plain
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class DocumentSource:
 
     def translate(self, translator: Translator, decode: DecodeConfig, split: bool,
                   glossary: GlossaryUse | None = None) -> None:
-        translated, uses = translate_marked(translator, self.document.texts, decode, split, glossary)
+        translated, uses = translate_marked_terms(translator, self.document.texts, decode, split, glossary)
         if glossary is not None:
             log_terms(sum(use.used for use in uses), len(uses), None)
         result = self.document.render(translated)

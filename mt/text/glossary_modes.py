@@ -1,7 +1,8 @@
 """A glossary's two modes (`--glossary-mode`). Hard: mt's own search holds every term (mt/decode/constrained.py).
 Soft, for either engine: each sentence is translated as without a glossary, and each term its translation misses is
 written over the words that the term's source aligns to, found by the model's cross-attention as marks are placed
-(mt/text/align.py). A term whose source aligns to no word is written where the attention points, between words.
+(mt/text/align.py). A term whose source aligns to no word, or to punctuation, is written where the attention points,
+between words; two terms aligned to one word both stand, side by side.
 """
 
 from __future__ import annotations
@@ -40,25 +41,26 @@ def written_in(translator: Translator, sentence: str, translation: Translation, 
     text = translation.text
     uses = finder.report(matches, text)
     missed = [m for m, use in zip(matches, uses) if not use.used]
-    if missed and text.strip():
+    if missed:
         spans = place(Sentence(sentence, [Span(m.start, m.end, i) for i, m in enumerate(missed)]), text, translator)
         text = _replaced(text, [(s.start, s.end, finder.target(missed[s.mark].entry)) for s in spans])
     return dataclasses.replace(translation, text=text, terms=finder.report(matches, text))
 
 
 def _replaced(text: str, edits: list[tuple[int, int, str]]) -> str:
-    """`text` with each [start, end) replaced by its target, from the right; an edit that overlaps one already made
-    is left out (two terms aligned to one word: the first from the right holds it). A target that replaces the
-    first word of a capitalised text is capitalised; one put between words gets the spaces a word needs."""
-    done_from = len(text) + 1
-    for start, end, target in sorted(edits, key=lambda e: (-e[0], -e[1])):
+    """`text` with each [start, end) replaced by its target, from the right. Punctuation is not written over: a
+    target aligned to it goes before it; and a target aligned to words that another target took goes just before
+    that one (two terms aligned to one word both stand). A target that replaces the first word of a capitalised text
+    is capitalised, and a target of a spaced script gets a space where it would touch a word."""
+    points = [(start, start if not any(c.isalnum() for c in text[start:end]) else end, target)
+              for start, end, target in edits]
+    done_from = len(text)
+    for start, end, target in sorted(points, key=lambda e: (-e[0], -e[1])):
         if end > done_from:
-            continue
+            start = end = done_from
         if start == 0 and text[:1].isupper():
             target = target[:1].upper() + target[1:]
-        if start == end:
-            before = " " if start > 0 and spaced_letter(text[start - 1]) and spaced_letter(target[0]) else ""
-            after = " " if end < len(text) and spaced_letter(text[end]) and spaced_letter(target[-1]) else ""
-            target = before + target + after
-        text, done_from = text[:start] + target + text[end:], start
+        before = " " if start > 0 and spaced_letter(text[start - 1]) and spaced_letter(target[0]) else ""
+        after = " " if end < len(text) and spaced_letter(text[end]) and spaced_letter(target[-1]) else ""
+        text, done_from = text[:start] + before + target + after + text[end:], start
     return text

@@ -37,9 +37,14 @@ def finish(translator: Translator, split: Split, found: list[list[Translation]])
 
 
 def translate_marked(translator: Translator, texts: list[Marked], decode: DecodeConfig | None = None,
-                     split: bool = True, glossary: GlossaryUse | None = None) -> tuple[list[Marked], list[TermUse]]:
-    """Texts with marks → their translations with the marks placed (mt/text/align.py), and, with a `glossary`,
-    what became of each of its terms."""
+                     split: bool = True) -> list[Marked]:
+    """Texts with marks → their translations with the marks placed (mt/text/align.py)."""
+    return translate_marked_terms(translator, texts, decode, split, None)[0]
+
+
+def translate_marked_terms(translator: Translator, texts: list[Marked], decode: DecodeConfig | None, split: bool,
+                           glossary: GlossaryUse | None) -> tuple[list[Marked], list[TermUse]]:
+    """As translate_marked, with a `glossary`; and what became of each of its terms."""
     parts = split_for(translator, texts, split)
     found = _translate(translator, [s.text for s in parts.sentences], decode, glossary)
     return finish(translator, parts, found), [use for nbest in found for use in nbest[0].terms]
