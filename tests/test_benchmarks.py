@@ -466,6 +466,19 @@ def test_bench_glossary(checkpoint, corpus_dir, tmp_path):
     assert 0 <= forced["terms used"] <= forced["terms"] and forced["1–2-term sentences/s"] > 0
 
 
+def test_bench_glossary_soft_mode(checkpoint, corpus_dir, tmp_path):
+    """Soft mode's rows, and the refusal of hard mode with CTranslate2."""
+    common = ["--checkpoint", str(checkpoint), "--set", "tatoeba", str(corpus_dir / "test.zh"),
+              str(corpus_dir / "test.en"), "--limit", "12", "--repeats", "1", "--out", str(tmp_path / "out")]
+    out = run("bench_glossary.py", *common, "--mode", "soft", tmp_path=tmp_path)
+    assert len(lines_like(r"  soft, beam 4: terms used \d+/\d+ \(.*\), .* of those missed without; ", out)) == 2
+    [entry] = recorded(tmp_path, "bench_glossary")
+    assert {row["mode"] for row in entry["figures"]} == {"none", "soft"}
+    refused = subprocess.run([sys.executable, str(SCRIPTS / "bench_glossary.py"), *common, "--engine", "ctranslate2"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "--engine ctranslate2 goes with --mode soft and --export DIR" in refused.stderr
+
+
 def test_make_noisy_corpus(corpus_dir, tmp_path):
     out = run("make_noisy_corpus.py", "--data", str(corpus_dir), "--out", str(tmp_path / "noisy"), tmp_path=tmp_path)
     assert lines_like(rf"noisy Tatoeba \(seed 1\) → .*: {NUMBER} pairs", out)
