@@ -436,7 +436,8 @@ def serve(host: Annotated[str, typer.Option("--host", help="The address to liste
           glossary: Annotated[Optional[Path], typer.Option(
               "--glossary", help="The server's glossary (SOURCE<TAB>TARGET lines): its terms hold in every "
               "translation; a request's own glossary is added to it (docs/serving.md#glossaries).")] = None,
-          model: ModelChoice | None = None, limits: ServeConfig | None = None, decode: dict | None = None):
+          glossary_mode: GlossaryModeOption = "hard", model: ModelChoice | None = None,
+          limits: ServeConfig | None = None, decode: dict | None = None):
     """Serve a model over HTTP: LibreTranslate's API (its clients work unchanged), mt's own API, and a page to try
     it in at /. Concurrent requests are decoded together. SIGTERM or Ctrl-C finish the requests in flight, then stop.
     Needs the serve extra (the README's set-up installs it)."""
@@ -448,7 +449,7 @@ def serve(host: Annotated[str, typer.Option("--host", help="The address to liste
     keys = read_api_keys(api_keys) if api_keys else frozenset()
     from mt.text.files import read_terms
 
-    terms = read_terms(glossary, model.engine)
+    terms = read_terms(glossary, model.engine, glossary_mode)
     # The worker thread decodes; this one only loads. CTranslate2 starts no torch team here, and its translator
     # keeps the thread count it is built with: torch's, one per core.
     with without_a_thread_team() if model.engine == "mt" else nullcontext():
@@ -459,7 +460,7 @@ def serve(host: Annotated[str, typer.Option("--host", help="The address to liste
     except MtError:
         raise MtError(f"beam {translator.decode.beam_size} (--beam, or the checkpoint's decode.beam_size): over "
                       f"--max-beam {limits.max_beam}")
-    run_server(translator, model.engine, limits, host, port, keys, terms)
+    run_server(translator, model.engine, limits, host, port, keys, terms, glossary_mode == "soft")
 
 
 def run(args: list[str] | None = None) -> int:

@@ -830,14 +830,15 @@ def test_the_page_shows_each_sentence_of_a_paragraph_with_its_own_nbest(page, of
 def test_the_page_takes_a_glossary_and_shows_which_terms_each_line_holds(page, translator):
     from mt.data.glossary import parse_glossary
     from mt.data.terms import TermFinder
+    from mt.text.glossary_modes import GlossaryUse
 
     page.click("#glossary-box summary")
     page.fill("#glossary", "北京 = Beijing\n")
     page.fill("#text", "我们明天去北京。")
     page.click("#go")
     page.wait_for_selector(".line .terms .used")
-    expected = translator.translate(["我们明天去北京。"], glossary=TermFinder(parse_glossary("北京\tBeijing", "g"),
-                                                                               translator.tokenizer))[0][0].text
+    terms = GlossaryUse(TermFinder(parse_glossary("北京\tBeijing", "g"), translator.tokenizer))
+    expected = terms.translate(translator, ["我们明天去北京。"])[0][0].text
     assert page.inner_text(".line .terms") == "北京 → Beijing (used)"
     assert page.inner_text("ol.nbest li .text") == expected and "Beijing" in expected
     page.fill("#glossary", "")  # the other tests translate without one

@@ -17,16 +17,19 @@ from mt.data.terms import TermFinder  # noqa: E402
 from mt.serve.app import create_app  # noqa: E402
 from mt.serve.batcher import BatchingWorker  # noqa: E402
 from mt.serve.limits import ServeConfig  # noqa: E402
+from mt.text.glossary_modes import GlossaryUse  # noqa: E402
 
 CITY = "我们明天去北京。"
 FRIEND = "他是我的朋友。"
 GLOSSARIES = {"beijing": "北京\tBeijing", "capital": "北京\tthe capital", "mate": "朋友\tmate"}
 
 
-def alone(translator, sentence: str, glossary: str | None) -> str:
+def alone(translator, sentence: str, glossary: str | None, soft: bool = False) -> str:
     """What `mt translate --glossary` gives the sentence: the server's answer must be the same."""
-    terms = TermFinder(parse_glossary(glossary, "g"), translator.tokenizer) if glossary else None
-    return translator.translate([sentence], glossary=terms)[0][0].text
+    if not glossary:
+        return translator.translate([sentence])[0][0].text
+    use = GlossaryUse(TermFinder(parse_glossary(glossary, "g"), translator.tokenizer), soft)
+    return use.translate(translator, [sentence])[0][0].text
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +88,15 @@ def test_a_requests_glossary_is_added_to_the_servers_and_wins_where_both_have_a_
     assert both["translatedText"][1] == alone(translator, FRIEND, GLOSSARIES["mate"])
 
 
+def test_a_soft_server_writes_each_missed_term_in_as_mt_translate_does(translator):
+    with running(create_app(translator, "mt", ServeConfig(), soft=True)) as soft_url:
+        answer = libre(soft_url, [CITY, FRIEND], {"北京": "zumu", "朋友": "mate"})
+    assert answer["translatedText"] == [alone(translator, CITY, "北京\tzumu", soft=True),
+                                        alone(translator, FRIEND, "朋友\tmate", soft=True)]
+    assert answer["terms"] == [[{"source": "北京", "target": "zumu", "used": True}],
+                               [{"source": "朋友", "target": "mate", "used": True}]]
+
+
 BAD = [
     ("北京 Beijing", "Invalid request: glossary:1: no tab between the source term and its translation (a line is "
                      "SOURCE<TAB>TARGET[<TAB>TARGET…])"),
@@ -112,7 +124,7 @@ def test_requests_with_other_glossaries_are_decoded_together_and_each_gets_its_o
     def submit(ask):
         sentence, name = ask
         terms = TermFinder(parse_glossary(GLOSSARIES[name], name), translator.tokenizer) if name else None
-        return worker.submit([sentence], translator.decode, glossary=terms)
+        return worker.submit([sentence], translator.decode, glossary=GlossaryUse(terms) if terms else None)
 
     with ThreadPoolExecutor(len(asks)) as pool:
         answers = [f.result(timeout=60)[0][0][0] for f in list(pool.map(submit, asks))]

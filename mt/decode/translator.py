@@ -89,16 +89,12 @@ class Translator:
         tgt_ids = cut_long(tgt_ids, limit - 1, first_line, "target", "scoring")
         return score_pairs(self.engine, src_ids, tgt_ids, self.decode.max_tokens)
 
-    def translate(self, lines: list[str], decode: DecodeConfig | None = None, first_line: int = 1,
-                  glossary: TermFinder | None = None) -> list[list[Translation]]:
+    def translate(self, lines: list[str], decode: DecodeConfig | None = None,
+                  first_line: int = 1) -> list[list[Translation]]:
         """The decode.nbest best translations of each line, best first, in input order. An empty line gets one
-        empty translation. `first_line` numbers the lines in warnings. With a `glossary`, each translation holds
-        the target of each of its line's terms (mt's engine; mt/decode/constrained.py) and reports them."""
-        src_ids = self.encode(lines, first_line)
-        if glossary is None:
-            return self.translate_ids(src_ids, decode)
-        matches, terms = self.find_terms(lines, glossary)
-        return reported(glossary, matches, self.translate_ids(src_ids, decode, terms))
+        empty translation. `first_line` numbers the lines in warnings. (With a glossary: GlossaryUse.translate,
+        mt/text/glossary_modes.py.)"""
+        return self.translate_ids(self.encode(lines, first_line), decode)
 
     def find_terms(self, lines: list[str], glossary: TermFinder) -> tuple[list[list[Match]], list[Terms | None]]:
         """Each line's glossary terms, and what the search must hold for them (None for a line without)."""

@@ -34,13 +34,14 @@ from mt.serve.requests import Bounds
 
 
 def create_app(translator: Translator, engine: str, limits: ServeConfig, api_keys: frozenset[str] = frozenset(),
-               glossary: Glossary | None = None):
-    """The ASGI application (Starlette), with the server's glossary for requests that bring none."""
+               glossary: Glossary | None = None, soft: bool = False):
+    """The ASGI application (Starlette), with the server's glossary for requests that bring none; `soft`: the
+    glossaries' mode (mt/text/glossary_modes.py)."""
     # A malformed multipart form is answered 400; its parser's own warning for each would let any client fill the log.
     logging.getLogger("python_multipart").setLevel(logging.ERROR)
     data = translator.config.data
     admission = Admission(Bounds(limits, data.src_lang, data.tgt_lang), api_keys)
-    pipeline = Pipeline(translator, limits, glossary)
+    pipeline = Pipeline(translator, limits, glossary, soft)
     libre, own = LibreTranslate(pipeline, admission), MtApi(pipeline, admission, engine)
 
     @asynccontextmanager

@@ -31,9 +31,10 @@ from typing import Any
 
 from mt.config import DecodeConfig
 from mt.core.errors import MtError
-from mt.data.terms import Match, TermFinder
+from mt.data.terms import Match
 from mt.decode.constraints import Terms
-from mt.decode.translator import Attention, Translation, Translator, reported
+from mt.decode.translator import Attention, Translation, Translator
+from mt.text.glossary_modes import GlossaryUse
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +49,9 @@ class Job:
     src_ids: list[list[int]]    # the lines encoded (Translator.encode), for the batch budget and the search
     decode: DecodeConfig
     attention: bool = False     # also the cross-attention of each line's translations (mt's own engine)
-    glossary: TermFinder | None = None
+    glossary: GlossaryUse | None = None
     matches: list[list[Match]] = field(default_factory=list)  # with a glossary: each line's terms
-    terms: list[Terms | None] | None = None                  # … and what its search must hold for them
+    terms: list[Terms | None] | None = None                  # … and what its search must hold for them (hard)
     result: Future = field(default_factory=Future)  # → (n-best per line, attention per line's n-best or None)
 
     @property
@@ -77,12 +78,12 @@ class BatchingWorker:
         self.thread.start()
 
     def submit(self, lines: list[str], decode: DecodeConfig, attention: bool = False,
-               glossary: TermFinder | None = None) -> Future:
+               glossary: GlossaryUse | None = None) -> Future:
         """Queue the lines; the future gives their n-best translations (with a glossary, each holding the terms of
         its line and saying what became of them). Raises Busy when the queue is full."""
         job = Job(lines, self.translator.encode(lines), decode, attention, glossary)
         if glossary is not None:
-            job.matches, job.terms = self.translator.find_terms(lines, glossary)
+            job.matches, job.terms = glossary.prepared(self.translator, lines)
         return self._queue(job)
 
     def call(self, function: Callable[[], Any]) -> Future:
@@ -154,7 +155,7 @@ class BatchingWorker:
                 for job in group:
                     mine, found = found[:len(job.lines)], found[len(job.lines):]
                     if job.glossary is not None:
-                        mine = reported(job.glossary, job.matches, mine)
+                        mine = job.glossary.finished(self.translator, job.lines, job.matches, mine)
                     job.result.set_result((mine, self._attention(job, mine) if job.attention else None))
             except Exception as e:  # noqa: BLE001 - the requests get the error; the worker carries on
                 log.exception("translation failed")

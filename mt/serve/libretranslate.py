@@ -15,7 +15,6 @@ from starlette.responses import JSONResponse, Response
 from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.serve.admission import Admission
-from mt.data.terms import TermFinder
 from mt.serve.answers import Done, alternative_texts, page_terms
 from mt.serve.downloads import Downloads
 from mt.serve.errors import ApiError
@@ -23,6 +22,7 @@ from mt.serve.languages import LANGUAGE_NAMES, confidence
 from mt.serve.pipeline import Pipeline
 from mt.serve.requests import DetectRequest, FileRequest, LibreTranslateRequest
 from mt.text.documents import FORMATS, read_document
+from mt.text.glossary_modes import GlossaryUse
 from mt.text.markup import read_html
 from mt.text.marks import Marked
 
@@ -69,7 +69,7 @@ class LibreTranslate:
         return JSONResponse(answer)
 
     async def _translate_html(self, request: Request, pages: list[str], decode: DecodeConfig,
-                              glossary: TermFinder | None) -> tuple[Done, list[str], list[int]]:
+                              glossary: GlossaryUse | None) -> tuple[Done, list[str], list[int]]:
         """Each HTML text translated: its blocks' texts, with their inline elements placed on the translation.
         Returns them through the model, the pages rendered, and each page's count of blocks."""
         try:  # in a thread, as a long text takes a while

@@ -15,6 +15,7 @@ from mt.core.errors import MtError
 from mt.data.glossary import Glossary, merged
 from mt.data.terms import TermFinder
 from mt.decode.translator import Translator
+from mt.text.glossary_modes import GlossaryUse
 from mt.serve.answers import Done
 from mt.serve.batcher import BatchingWorker, Busy
 from mt.serve.errors import ApiError
@@ -31,21 +32,25 @@ class Pipeline:
     --glossary) for requests that bring none. The worker runs between start and stop (the application's
     lifespan)."""
 
-    def __init__(self, translator: Translator, limits: ServeConfig, glossary: Glossary | None = None):
-        self.translator, self.limits, self.glossary = translator, limits, glossary
-        self.default_terms = TermFinder(glossary, translator.tokenizer) if glossary is not None else None
+    def __init__(self, translator: Translator, limits: ServeConfig, glossary: Glossary | None = None,
+                 soft: bool = False):
+        self.translator, self.limits, self.glossary, self.soft = translator, limits, glossary, soft
+        self.default_terms = self._use(glossary) if glossary is not None else None
         self.cache = Cache(limits.cache_size)
         self.worker: BatchingWorker | None = None
 
-    def terms(self, request_glossary: Glossary | None) -> TermFinder | None:
+    def terms(self, request_glossary: Glossary | None) -> GlossaryUse | None:
         """The terms a request's texts hold: its glossary's over the server's (glossary.merged), or the server's."""
         if request_glossary is None:
             return self.default_terms
         full = request_glossary if self.glossary is None else merged(request_glossary, self.glossary)
         try:
-            return TermFinder(full, self.translator.tokenizer)
+            return self._use(full)
         except MtError as e:
             raise ApiError(400, f"Invalid request: {e}")
+
+    def _use(self, glossary: Glossary) -> GlossaryUse:
+        return GlossaryUse(TermFinder(glossary, self.translator.tokenizer), self.soft)
 
     def start(self) -> None:
         self.worker = BatchingWorker(self.translator, self.limits.batch_wait_ms, self.limits.batch_tokens,
@@ -55,7 +60,7 @@ class Pipeline:
         self.worker.stop()
 
     async def translate(self, request: Request, texts: list[Marked], decode: DecodeConfig,
-                        attention: bool = False, glossary: TermFinder | None = None) -> Done:
+                        attention: bool = False, glossary: GlossaryUse | None = None) -> Done:
         """The texts through the model: split into sentences (unless decode.split_sentences is off), the sentences
         translated (each holding its `glossary` terms, and saying what became of them), the texts put back.
         Placing marks reads the model again (mt/text/align.py): then the texts are put back on the worker's
@@ -75,11 +80,11 @@ class Pipeline:
         return Done(split, found, maps, put_back)
 
     async def _sentences(self, request: Request, sentences: list[str], decode: DecodeConfig, attention: bool,
-                         glossary: TermFinder | None):
+                         glossary: GlossaryUse | None):
         """Each sentence's n-best, and with `attention` each translation's attention map. From the cache where it
         has them (for the same settings and glossary) and no map is asked for; the others (each once) from the
         worker, as one job."""
-        settings = (dataclasses.astuple(decode), glossary.key if glossary is not None else None)
+        settings = (dataclasses.astuple(decode), glossary.finder.key if glossary is not None else None)
         found = [None if attention else self.cache.get((sentence, settings)) for sentence in sentences]
         todo = list(dict.fromkeys(sentence for sentence, hit in zip(sentences, found) if hit is None))
         done, maps = {}, {}

@@ -19,13 +19,13 @@ log = logging.getLogger(__name__)
 
 
 def serve(translator: Translator, engine: str, limits: ServeConfig, host: str, port: int,
-          api_keys: frozenset[str] = frozenset(), glossary: Glossary | None = None) -> None:
+          api_keys: frozenset[str] = frozenset(), glossary: Glossary | None = None, soft: bool = False) -> None:
     """Serve until SIGTERM or Ctrl-C, which stop accepting, finish the requests in flight, and return."""
     sock = _listen(host, port)
     address = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     if not ipaddress.ip_address(sock.getsockname()[0]).is_loopback and not api_keys:
         log.warning(f"listening on {host}, which other machines can reach, with no API keys (--api-keys FILE)")
-    config = uvicorn.Config(create_app(translator, engine, limits, api_keys, glossary), log_level="warning",
+    config = uvicorn.Config(create_app(translator, engine, limits, api_keys, glossary, soft), log_level="warning",
                             access_log=False, timeout_graceful_shutdown=int(limits.request_timeout) + 5)
     server = uvicorn.Server(config)
     log.info(f"serving {engine} on {address} (the page at /, LibreTranslate's API at /translate; Ctrl-C stops)")

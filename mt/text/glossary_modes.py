@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from mt.config import DecodeConfig
 from mt.data.terms import Match, TermFinder, spaced_letter
-from mt.decode.translator import Translation, Translator
+from mt.decode.constraints import Terms
+from mt.decode.translator import Translation, Translator, reported
 from mt.text.align import place
 from mt.text.marks import Sentence, Span
 
@@ -27,11 +28,25 @@ class GlossaryUse:
                   first_line: int = 1) -> list[list[Translation]]:
         """Translator.translate with the glossary: each translation holds the terms of its line (hard), or has the
         ones it missed written in (soft), and says what became of each."""
+        matches, terms = self.prepared(translator, lines)
+        found = translator.translate_ids(translator.encode(lines, first_line), decode, terms)
+        return self.finished(translator, lines, matches, found)
+
+    def prepared(self, translator: Translator, lines: list[str]) -> tuple[list[list[Match]], list[Terms | None] | None]:
+        """Each line's terms, and what the search must hold for them: None in soft mode, which searches as without
+        a glossary."""
+        if self.soft:
+            return [self.finder.find(line) for line in lines], None
+        return translator.find_terms(lines, self.finder)
+
+    def finished(self, translator: Translator, lines: list[str], matches: list[list[Match]],
+                 found: list[list[Translation]]) -> list[list[Translation]]:
+        """The lines' translations (`found`) with what became of their terms; in soft mode, the missed ones
+        written in."""
         if not self.soft:
-            return translator.translate(lines, decode, first_line, self.finder)
-        found = translator.translate(lines, decode, first_line)
-        return [[written_in(translator, line, t, matches, self.finder) for t in hyps]
-                for line, hyps, matches in zip(lines, found, map(self.finder.find, lines))]
+            return reported(self.finder, matches, found)
+        return [[written_in(translator, line, t, m, self.finder) for t in hyps]
+                for line, hyps, m in zip(lines, found, matches)]
 
 
 def written_in(translator: Translator, sentence: str, translation: Translation, matches: list[Match],
