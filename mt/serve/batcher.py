@@ -8,10 +8,10 @@ arrive: until none has come for `wait_ms`, `max_tokens` source tokens are gather
 them by length into token-budget batches; each line was encoded once, and its glossary's terms found, when its job
 was submitted. Each line carries its own terms into the search, so jobs with other glossaries, or none, share a
 call without one's terms reaching another's lines. Jobs with other decode settings are translated in their own
-call. A job that was cancelled before the worker reached it (its
-client left, or it waited too long) is skipped, never decoded. Other work that reads the model (placing a text's
-marks reads each translation again) is queued as a Call and run on the worker's thread in its turn, so that one
-thread, and one request's work at a time, uses the model.
+call. A job that was cancelled before the worker reached it (its client left, or it waited too long) is skipped,
+never decoded. Other work that reads the model (placing a text's marks reads each translation again) is queued as a
+Call and run on the worker's thread in its turn, so that one thread, and one request's work at a time, uses the
+model.
 
 Batching never changes a float32 output: each sentence keeps its own length limit, and padding is masked. With bf16
 products (--compute-type bfloat16) an output may change with the batch it is decoded in (docs/translating.md).

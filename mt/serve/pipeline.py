@@ -64,8 +64,8 @@ class Pipeline:
         """The texts through the model: split into sentences (unless decode.split_sentences is off), the sentences
         translated (each holding its `glossary` terms, and saying what became of them), the texts put back.
         Placing marks reads the model again (mt/text/align.py): then the texts are put back on the worker's
-        thread. A long text is split and put back in a thread, as that takes a while and
-        the server answers others meanwhile; a short one right here, which spares a cache hit two thread hops."""
+        thread. A long text is split and put back in a thread, as that takes a while and the server answers
+        others meanwhile; a short one right here, which spares a cache hit two thread hops."""
         short = sum(len(text.text) for text in texts) <= SHORT_TEXT
 
         async def step(function, *args):
