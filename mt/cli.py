@@ -25,8 +25,8 @@ from mt.core.errors import MtError
 from mt.core.memory import bound_kernel_cache, use_huge_pages
 from mt.core.openmp import without_a_thread_team
 from mt.options import (CheckpointOption, ConfigOption, DeviceOption, GlossaryModeOption, GlossaryOption, ModelChoice,
-                        RunDirOption, SetOption, config_options, decode_options, decoding, model_options, served_model_options,
-                        split_and_decode, teacher_options)
+                        RunDirOption, SetOption, config_options, decode_options, decoding, model_options,
+                        served_model_options, split_and_decode, teacher_options)
 from mt.serve.limits import ServeConfig
 
 log = logging.getLogger(__name__)
@@ -166,11 +166,11 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
     terms = translate_terms(glossary, glossary_report, source, model.engine, glossary_mode)
     translator = model.load()
     split, decode = split_and_decode(translator, decode)
-    if glossary_report is None:
-        last = source.translate(translator, decode, split, glossary_use(terms, translator, glossary_mode))
+    use = glossary_use(terms, translator, glossary_mode)
+    if glossary_report is None:  # documents take no report (translate_terms)
+        last = source.translate(translator, decode, split, use)
     else:
-        last = source.translate(translator, decode, split, glossary_use(terms, translator, glossary_mode),
-                                glossary_report)
+        last = source.translate(translator, decode, split, use, glossary_report)
     if attention is not None:
         from mt.plots import draw_attention
 

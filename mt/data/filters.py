@@ -15,6 +15,7 @@ numpy is imported where a filter runs: mt/config.py reads this module, and `mt -
 from __future__ import annotations
 
 import dataclasses
+from abc import ABC, abstractmethod
 import difflib
 import re
 import unicodedata
@@ -54,20 +55,23 @@ class Filter:
         return self
 
 
-class RowFilter(Filter):
+class RowFilter(Filter, ABC):
+    @abstractmethod
     def keeps(self, src: str, tgt: str, langs: Langs) -> bool:
-        raise NotImplementedError
+        """Whether to keep one pair."""
 
 
-class ColumnFilter(Filter):
+class ColumnFilter(Filter, ABC):
+    @abstractmethod
     def keeps(self, columns: dict[str, np.ndarray], alive: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """Which of the pairs still `alive` to keep, read from whole columns at once."""
 
 
-class TextFilter(Filter):
+class TextFilter(Filter, ABC):
+    @abstractmethod
     def keeps(self, src: list[str], tgt: list[str], translator_of: Callable[[Path], Any]) -> np.ndarray:
-        """translator_of: a checkpoint's translator (mt/decode/, which stands above this package)."""
-        raise NotImplementedError
+        """Which pairs to keep; translator_of: a checkpoint's translator (mt/decode/, which stands above this
+        package)."""
 
 
 FILTERS: dict[str, type[Filter]] = {}  # by name, in the order declared

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 
 from starlette.requests import Request
 
@@ -24,6 +25,7 @@ from mt.serve.translation_cache import Cache
 from mt.text.marks import Marked
 from mt.text.texts import finish, split_for
 
+GLOSSARIES_KEPT = 32  # glossaries made ready for the model, kept: a client sends the same one again and again
 SHORT_TEXT = 2_000  # characters a request's texts may hold to be split and put back on the event loop's thread
 
 
@@ -35,6 +37,8 @@ class Pipeline:
     def __init__(self, translator: Translator, limits: ServeConfig, glossary: Glossary | None = None,
                  soft: bool = False):
         self.translator, self.limits, self.glossary, self.soft = translator, limits, glossary, soft
+        # each request's glossary is merged with the server's, which may be long: made ready once, kept a while
+        self._use = functools.lru_cache(maxsize=GLOSSARIES_KEPT)(self._ready)
         self.default_terms = self._use(glossary) if glossary is not None else None
         self.cache = Cache(limits.cache_size)
         self.worker: BatchingWorker | None = None
@@ -49,7 +53,7 @@ class Pipeline:
         except MtError as e:
             raise ApiError(400, f"Invalid request: {e}")
 
-    def _use(self, glossary: Glossary) -> GlossaryUse:
+    def _ready(self, glossary: Glossary) -> GlossaryUse:
         return GlossaryUse(TermFinder(glossary, self.translator.tokenizer), self.soft)
 
     def start(self) -> None:

@@ -14,6 +14,7 @@ request is parsed with.
 from __future__ import annotations
 
 import dataclasses
+from abc import ABC, abstractmethod
 import json
 import types
 import typing
@@ -47,11 +48,12 @@ class Bounds:
     target: str
 
 
-class Bound:
+class Bound(ABC):
     """A check of a field's value against the Bounds, run after its type's check; `text` says it for the docs."""
 
+    @abstractmethod
     def check(self, value: Any, bounds: Bounds) -> Any:
-        raise NotImplementedError
+        """The value, or a pydantic error that refuses it."""
 
     def text(self) -> str:
         return ""

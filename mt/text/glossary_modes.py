@@ -59,7 +59,8 @@ def written_in(translator: Translator, sentence: str, translation: Translation, 
     if missed:
         spans = place(Sentence(sentence, [Span(m.start, m.end, i) for i, m in enumerate(missed)]), text, translator)
         text = _replaced(text, [(s.start, s.end, finder.target(missed[s.mark].entry)) for s in spans])
-    return dataclasses.replace(translation, text=text, terms=finder.report(matches, text))
+        uses = finder.report(matches, text)
+    return dataclasses.replace(translation, text=text, terms=uses)
 
 
 def _replaced(text: str, edits: list[tuple[int, int, str]]) -> str:
