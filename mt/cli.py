@@ -145,6 +145,9 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
               glossary_report: Annotated[Optional[Path], typer.Option(
                   "--glossary-report", help="With --glossary: write what became of each line's terms here, one "
                   "JSON line per input line.")] = None,
+              scores: Annotated[Optional[Path], typer.Option(
+                  "--scores", help="Write each line's confidence (0 to 1) and its words' scores here, one JSON line "
+                  "per input line (plain text).")] = None,
               model: ModelChoice | None = None, decode: dict | None = None):
     """Translate texts given as arguments, in --input FILE, or on stdin (line by line).
 
@@ -153,24 +156,26 @@ def translate(text: Annotated[Optional[list[str]], typer.Argument(help="Texts to
     each chunk's lines are written as soon as they are done.
     """
     from mt.text.documents import check_output_format
-    from mt.text.files import glossary_use, output_kind, read_source, translate_terms
+    from mt.text.files import Lines, glossary_use, output_kind, read_source, translate_terms
 
     if text and input:
         raise MtError("give sentences as arguments or --input FILE, not both")
     if attention is not None and (len(text or []) != 1 or model.engine != "mt" or format == "html"):
         raise MtError("--attention draws one translation: give one sentence as an argument (engine mt, plain text)")
     check_output_format(input, output, format)
-    check_outputs((output, output_kind(output)), (attention, PNG), (glossary_report, TEXT),
+    check_outputs((output, output_kind(output)), (attention, PNG), (glossary_report, TEXT), (scores, TEXT),
                   inputs=(input, glossary))
     source = read_source(text, input, format, output)  # first: a bad input is reported before the model loads
+    if scores is not None and not isinstance(source, Lines):
+        raise MtError("--scores gives each line's confidence: plain text only")
     terms = translate_terms(glossary, glossary_report, source, model.engine, glossary_mode)
     translator = model.load()
     split, decode = split_and_decode(translator, decode)
     use = glossary_use(terms, translator, glossary_mode)
-    if glossary_report is None:  # documents take no report (translate_terms)
+    if glossary_report is None and scores is None:  # documents take neither (translate_terms, above)
         last = source.translate(translator, decode, split, use)
     else:
-        last = source.translate(translator, decode, split, use, glossary_report)
+        last = source.translate(translator, decode, split, use, glossary_report, scores)
     if attention is not None:
         from mt.plots import draw_attention
 
@@ -210,10 +215,14 @@ def evaluate(config: Annotated[Optional[list[Path]], typer.Option(
              hyp: Annotated[Optional[Path], typer.Option("--hyp", help="Score this output; translate nothing.")] = None,
              tgt_lang: Annotated[Optional[str], typer.Option("--tgt-lang", help="For --hyp (default en).")] = None,
              output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Save the translations.")] = None,
+             scores: Annotated[Optional[Path], typer.Option(
+                 "--scores", help="Write each translation's confidence, its sentence chrF and its words' scores "
+                 "here (JSON Lines), and print how well the confidence ranks the translations.")] = None,
              glossary: GlossaryOption = None, glossary_mode: GlossaryModeOption = "hard",
              model: ModelChoice | None = None, decode: dict | None = None):
     """Translate a test set (the config's, or --src/--ref) and print sacreBLEU BLEU and chrF with signatures; with
-    --glossary, also how many of its terms the translations hold."""
+    --glossary, also how many of its terms the translations hold; with --scores, how well the confidence ranks
+    the translations (Spearman's ρ with sentence chrF)."""
     if hyp is not None:  # scoring alone: no torch to load
         from mt.core.lines import read_lines
         from mt.core.scoring import score
@@ -224,24 +233,66 @@ def evaluate(config: Annotated[Optional[list[Path]], typer.Option(
         return
     if src is not None and not ref:
         raise MtError("--src needs at least one --ref")
-    check_outputs((output, TEXT), inputs=(src, *(ref or []), glossary))
-    from mt.decode.evaluate import evaluate as evaluate_test_set, read_test_files, read_test_set
+    check_outputs((output, TEXT), (scores, TEXT), inputs=(src, *(ref or []), glossary))
+    from mt.core.scoring import score
+    from mt.decode.confidence_fit import write_scores
+    from mt.decode.evaluate import translate_test
     from mt.text.files import glossary_use, read_terms
     from mt.text.texts import TermCount
 
     terms = read_terms(glossary, model.engine, glossary_mode)
     translator = model.load()
-    if src is not None:
-        sources, references = read_test_files(src, ref)
-    else:
-        sources, references = read_test_set(_load(config, set_).data if config else translator.config.data)
+    sources, references = _held_out(src, ref, config, set_, translator, "test")
     split = decode.pop("split_sentences", False)  # a test set's lines are aligned with its references' lines
     decode = decoding(translator, decode)
     count = TermCount(translator, decode, split, glossary_use(terms, translator, glossary_mode)) if split or terms \
         else None
-    print("\n".join(evaluate_test_set(translator, sources, references, decode, output, count).lines()))
+    hypotheses = translate_test(translator, sources, decode, output, count)
+    print("\n".join(score(hypotheses, references, translator.config.data.tgt_lang).lines()))
     if terms is not None:
         print(count)
+    if scores is not None:
+        print(write_scores(scores, sources, hypotheses, references, translator))
+
+
+def _held_out(src: Path | None, ref: list[Path] | None, config: list[Path] | None, sets: list[str] | None,
+              translator, split: str) -> tuple[list[str], list[list[str]]]:
+    """--src and --ref, or the test (or dev) set of --config, or else of the model's own config."""
+    from mt.decode.evaluate import read_held_out, read_test_files
+
+    if src is not None:
+        return read_test_files(src, ref)
+    return read_held_out(_load(config, sets).data if config else translator.config.data, split)
+
+
+@app.command()
+@decode_options
+@model_options
+def confidence(config: Annotated[Optional[list[Path]], typer.Option(
+                   "--config", "-c", help="Take the dev set from this config instead of the checkpoint's.")] = None,
+               set_: SetOption = None,
+               src: Annotated[Optional[Path], typer.Option("--src", help="Dev source file.")] = None,
+               ref: Annotated[Optional[list[Path]], typer.Option("--ref", help="Its reference file (repeatable).")]
+               = None,
+               model: ModelChoice | None = None, decode: dict | None = None):
+    """Fit a checkpoint's confidence estimator: translate a dev set (the config's, or --src/--ref), and learn to
+    predict each translation's chrF from the model's own signals. It is written beside the checkpoint
+    (best.pt → best.confidence.json); `mt export --ctranslate2` takes it along."""
+    if src is not None and not ref:
+        raise MtError("--src needs at least one --ref")
+    if model.engine != "mt" or len(model.checkpoints or []) > 1:
+        raise MtError("mt confidence fits the estimator of one checkpoint (engine mt); an export takes its "
+                      "checkpoint's")
+    from mt.decode.confidence import ESTIMATOR
+    from mt.decode.confidence_fit import fit_confidence
+    from mt.exchange.checkpoint import default_checkpoint, estimator_path
+
+    checkpoint = model.checkpoints[0] if model.checkpoints else default_checkpoint()
+    check_outputs((estimator_path(checkpoint), ESTIMATOR))
+    translator = model.load()
+    sources, references = _held_out(src, ref, config, set_, translator, "dev")
+    decode.pop("split_sentences", None)  # a dev set's lines are aligned with its references' lines
+    log.info(fit_confidence(translator, checkpoint, sources, references, decoding(translator, decode)))
 
 
 def _parallel_lines(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
@@ -395,11 +446,11 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
     check_outputs((huggingface, EXPORT))  # before the test set is translated
     test = None
     if evaluate:
-        from mt.decode.evaluate import evaluate as evaluate_test_set, read_test_set
+        from mt.decode.evaluate import evaluate as evaluate_test_set, read_held_out
         from mt.decode.translator import load_translator
 
         translator = load_translator(source, "auto")
-        test = evaluate_test_set(translator, *read_test_set(translator.config.data), translator.decode)
+        test = evaluate_test_set(translator, *read_held_out(translator.config.data), translator.decode)
         log.info("test set: " + " | ".join(test.lines()))
     export_huggingface(source, huggingface, test)
     log.info(f"exported {source} → {huggingface} (use it with MarianMTModel.from_pretrained and "

@@ -421,7 +421,7 @@ def test_translate_with_a_glossary_holds_each_term_and_reports_it(workdir, tmp_p
                       {"line": 3, "terms": []}]
     nbest = mt_in_process("translate", "--beam", "3", "--nbest", "2", "--glossary", str(tmp_path / "g.tsv"), "我爱你。",
                           cwd=workdir)
-    assert [json.loads(line.split(" ||| ")[3])[0]["used"] for line in nbest.stdout.splitlines()] == [True, True]
+    assert [json.loads(line.split(" ||| ")[4])[0]["used"] for line in nbest.stdout.splitlines()] == [True, True]
 
 
 def test_evaluate_with_a_glossary_scores_the_outputs_that_hold_its_terms_and_counts_them(workdir, tmp_path):

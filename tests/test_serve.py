@@ -79,6 +79,17 @@ def post(url: str, path: str, **kwargs) -> httpx.Response:
     return httpx.post(url + path, timeout=30, **kwargs)
 
 
+def answered(response: httpx.Response) -> dict:
+    """A /translate answer without mt's own field "confidence", after checking that it gives one in [0, 1] per
+    translated text."""
+    answer = response.json()
+    confidence, texts = answer.pop("confidence"), answer["translatedText"]
+    confidences = confidence if isinstance(texts, list) else [confidence]
+    assert len(confidences) == (len(texts) if isinstance(texts, list) else 1)
+    assert all(0 <= c <= 1 for c in confidences), confidence
+    return answer
+
+
 def serve_config(**values) -> ServeConfig:
     return ServeConfig(**values)
 
@@ -88,17 +99,17 @@ def serve_config(**values) -> ServeConfig:
 
 def test_translate_answers_as_libretranslate_does(url, offline):
     one = post(url, "/translate", json={"q": "我爱你", "source": "zh", "target": "en"})
-    assert one.status_code == 200 and one.json() == {"translatedText": offline["我爱你"]}
+    assert one.status_code == 200 and answered(one) == {"translatedText": offline["我爱你"]}
     many = post(url, "/translate", json={"q": SENTENCES[:3], "source": "auto", "target": "en", "alternatives": 2})
-    answer = many.json()
+    answer = answered(many)
     assert answer["translatedText"] == [offline[s] for s in SENTENCES[:3]]
     assert answer["detectedLanguage"] == [{"confidence": 100.0, "language": "zh"}] * 3
     assert len(answer["alternatives"]) == 3 and all(isinstance(a, list) and len(a) <= 2 for a in answer["alternatives"])
     assert all(offline[s] not in alternatives for s, alternatives in zip(SENTENCES, answer["alternatives"]))
     form = post(url, "/translate", data={"q": "我爱你\r\n你好。", "source": "zh-Hant", "target": "en"})
-    assert form.json() == {"translatedText": f"{offline['我爱你']}\n{offline['你好。']}"}  # a line each
+    assert answered(form) == {"translatedText": f"{offline['我爱你']}\n{offline['你好。']}"}  # a line each
     multipart = post(url, "/translate", files={"q": (None, "你好。"), "source": (None, "zh"), "target": (None, "en")})
-    assert multipart.json() == {"translatedText": offline["你好。"]}
+    assert answered(multipart) == {"translatedText": offline["你好。"]}
 
 
 def test_languages_settings_and_health(url):
@@ -168,8 +179,12 @@ def test_a_paragraph_is_split_into_sentences_and_rejoined(url, offline, translat
     assert [s["source"] for s in lines[0]["sentences"]] == ["我们明天去北京。", "他是我的朋友。"]
     assert lines[0]["translation"] == joined == lines[0]["translations"][0]["text"]
     assert [len(s["translations"]) for s in lines[0]["sentences"]] == [2, 2]
-    assert lines[1] == {"source": "", "translation": "", "translations": [{"text": "", "score": 0.0}],
-                        "sentences": []}
+    assert lines[1] == {"source": "", "translation": "", "confidence": 1.0, "words": [],  # nothing to get wrong
+                        "translations": [{"text": "", "score": 0.0, "confidence": 1.0}], "sentences": []}
+    # a line's confidence: its sentences' (Confidence.joined), each sentence translation's its own
+    sentences = [s["translations"][0] for s in lines[0]["sentences"]]
+    assert min(s["confidence"] for s in sentences) <= lines[0]["confidence"] <= max(s["confidence"] for s in sentences)
+    assert [word for word, _ in lines[0]["words"]] == " ".join(s["text"] for s in sentences).split()
     assert lines[2]["translation"] == offline["谢谢你。"]
     whole = post(url, "/api/translate", json={"q": paragraph, "split": False}).json()["lines"][0]
     assert whole["translation"] == translator.translate_lines([paragraph])[0] and len(whole["sentences"]) == 1
@@ -209,7 +224,7 @@ class NoAttention:
 def test_marks_need_attention_and_plain_text_does_not(translator, offline):
     with running(create_app(NoAttention(translator), "mt", ServeConfig())) as url:
         base = {"source": "zh", "target": "en", "format": "html"}
-        assert post(url, "/translate", json={**base, "q": "<p>我爱你</p>"}).json() == {
+        assert answered(post(url, "/translate", json={**base, "q": "<p>我爱你</p>"})) == {
             "translatedText": f"<p>{html.escape(offline['我爱你'], quote=False)}</p>"}
         refused = post(url, "/translate", json={**base, "q": "<p>我爱<b>你</b></p>"})
         assert refused.status_code == 400 and "need one model" in refused.json()["error"]
@@ -607,7 +622,7 @@ def test_a_served_sentence_is_encoded_once_for_the_model_and_a_cached_one_not_at
     splitting, counted.tokenizer.lines = counted.tokenizer.lines, []  # the split checks that a sentence fits
     with running(create_app(counted, "mt", ServeConfig())) as url:
         answers = [post(url, "/translate", json={"q": "我爱你", "source": "zh", "target": "en"}) for _ in range(2)]
-    assert all(answer.json() == {"translatedText": offline["我爱你"]} for answer in answers)
+    assert all(answered(answer) == {"translatedText": offline["我爱你"]} for answer in answers)
     assert counted.tokenizer.lines == splitting + ["我爱你"] + splitting
 
 

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("starlette")
 
 from conftest import running  # noqa: E402
-from test_serve import Recording, checkpoint, mt_serve, offline, post, translator  # noqa: E402,F401 (fixtures)
+from test_serve import Recording, answered, checkpoint, mt_serve, offline, post, translator  # noqa: E402,F401 (fixtures)
 from mt.data.glossary import parse_glossary  # noqa: E402
 from mt.data.terms import TermFinder  # noqa: E402
 from mt.serve.app import create_app  # noqa: E402
@@ -49,7 +49,7 @@ def default_url(translator):
 def libre(url: str, q, glossary=None, **fields) -> dict:
     answer = post(url, "/translate", json={"q": q, "source": "zh", "target": "en", "glossary": glossary, **fields})
     assert answer.status_code == 200, answer.text
-    return answer.json()
+    return answered(answer)
 
 
 def test_a_requests_glossary_holds_in_both_apis_and_the_answer_says_what_became_of_each_term(url, translator):

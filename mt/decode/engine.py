@@ -15,6 +15,7 @@ from torch import Tensor
 from mt.data.batching import source_batches
 from mt.config import DecodeConfig
 from mt.core.openmp import map_in_threads
+from mt.decode.confidence import Forced
 from mt.decode.constraints import Terms, longest_forms
 from mt.decode.shortlist import Shortlist
 
@@ -50,6 +51,10 @@ class SearchEngine(Protocol):
     def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
         """Forced decoding (mt/decode/score.py): the log-probability of each token of each target (ids: pieces then
         EOS, no BOS) given its source (ids, EOS last), one batch of pairs."""
+
+    def forced_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[Forced]:
+        """As score_batch, with each target's cross-attention [T, S] (the last decoder layer's, heads averaged),
+        for its confidence (mt/decode/confidence.py)."""
 
     def cross_attention(self, src_ids: list[int], tgt_ids: list[int]) -> Tensor:
         """What each piece of a target (ids: pieces then EOS) attended to in its source (ids, EOS last), teacher

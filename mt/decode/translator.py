@@ -16,12 +16,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from mt.exchange.checkpoint import default_checkpoint, load_model, training_facts
+from mt.exchange.checkpoint import default_checkpoint, estimator_path, load_model, training_facts
 from mt.config import Config, DecodeConfig, Device, Engine
 from mt.core.device import has_native_bf16, resolve_device
 from mt.core.errors import MtError
 from mt.core.run_dir import latest_run
-from mt.decode.score import PairScore, score_pairs
+from mt.decode.confidence import SIGNALS, Confidence, Estimator, confidences_of, signals, words_of
+from mt.decode.score import PairScore, in_pair_batches, score_pairs
 from mt.decode.engine import SearchEngine, search_sources
 from mt.decode.searcher import Searcher
 from mt.decode.steps import Ensemble
@@ -37,6 +38,7 @@ class Translation:
     text: str
     score: float  # the hypothesis's score (see mt/decode/search.py)
     terms: list[TermUse] = field(default_factory=list)  # with a glossary: what became of each of its terms
+    confidence: Confidence | None = None  # where asked for (Translator.confidences)
 
 
 @dataclass
@@ -62,6 +64,7 @@ class Translator:
     tokenizer: Tokenizer
     config: Config
     facts: dict = field(default_factory=dict)  # of its training: step, dev scores (checkpoint.training_facts)
+    estimator: Estimator | None = None  # its confidence estimator (mt/decode/confidence.py), if fitted
 
     @property
     def decode(self) -> DecodeConfig:
@@ -82,12 +85,37 @@ class Translator:
         """The model's log-probability of each target line given its source line (forced decoding), in input order.
         A line longer than the position table is cut there, with a warning that numbers it from `first_line`; a
         target is cut one token shorter, to what search could output (output_limit)."""
+        return score_pairs(self.engine, *self._pairs(src_lines, tgt_lines, first_line, "scoring"),
+                           self.decode.max_tokens)
+
+    def signals(self, sources: list[str], translations: list[str], src_ids: list[list[int]] | None = None
+                ) -> tuple[Tensor, list[list[tuple[str, float]]]]:
+        """The confidence signals of each translation of its source (mt/decode/confidence.py): [N, F], and each
+        one's words with their log-probabilities. Lines are cut as `score` cuts them; `src_ids`: the sources
+        already encoded (`encode`)."""
+        src_ids, tgt_ids = self._pairs(sources, translations, 1, "reading", src_ids)
+        forced = in_pair_batches(self.engine.forced_batch, src_ids, tgt_ids, self.decode.max_tokens)
+        src_pieces = [[self.tokenizer.src.id_to_piece(i) for i in ids] for ids in src_ids]
+        tgt_pieces = [[self.tokenizer.tgt.id_to_piece(i) for i in ids] for ids in tgt_ids]
+        features = torch.tensor([signals(*sides, read) for *sides, read in zip(src_pieces, tgt_pieces, forced)])
+        return features.view(len(forced), len(SIGNALS)), [words_of(pieces[:-1], read.log_probs)
+                                                           for pieces, read in zip(tgt_pieces, forced)]
+
+    def confidences(self, sources: list[str], translations: list[str],
+                    src_ids: list[list[int]] | None = None) -> list[Confidence]:
+        """Each translation's confidence given its source (or its `src_ids`, as `signals`): its estimator's score
+        (untrained without one), and each word's probability."""
+        return confidences_of(*self.signals(sources, translations, src_ids), self.estimator)
+
+    def _pairs(self, src_lines: list[str], tgt_lines: list[str], first_line: int, doing: str,
+               src_ids: list[list[int]] | None = None) -> tuple[list[list[int]], list[list[int]]]:
+        """The ids of source lines (EOS last; or `src_ids`, encoded already) and of their target lines (pieces then
+        EOS), cut to fit."""
         limit = self.config.model.max_positions
-        src_ids = cut_long(self.tokenizer.encode_src([line.strip() for line in src_lines]), limit, first_line,
-                           "source", "scoring")
+        src_ids = src_ids or cut_long(self.tokenizer.encode_src([line.strip() for line in src_lines]), limit,
+                                      first_line, "source", doing)
         tgt_ids = [ids[1:] for ids in self.tokenizer.encode_tgt([line.strip() for line in tgt_lines])]  # BOS dropped
-        tgt_ids = cut_long(tgt_ids, limit - 1, first_line, "target", "scoring")
-        return score_pairs(self.engine, src_ids, tgt_ids, self.decode.max_tokens)
+        return src_ids, cut_long(tgt_ids, limit - 1, first_line, "target", doing)
 
     def translate(self, lines: list[str], decode: DecodeConfig | None = None,
                   first_line: int = 1) -> list[list[Translation]]:
@@ -137,6 +165,15 @@ def reported(glossary: TermFinder, matches: list[list[Match]],
     return [[dataclasses.replace(t, terms=glossary.report(m, t.text)) for t in hyps] for m, hyps in zip(matches, found)]
 
 
+def with_confidence(translator: Translator, lines: list[str], found: list[list[Translation]],
+                    src_ids: list[list[int]] | None = None) -> list[list[Translation]]:
+    """Each line's translations, each with its confidence given the line (or its `src_ids`, encoded already)."""
+    flat = [(n, t) for n, hyps in enumerate(found) for t in hyps]
+    confidences = iter(translator.confidences([lines[n] for n, _ in flat], [t.text for _, t in flat],
+                                              [src_ids[n] for n, _ in flat] if src_ids else None))
+    return [[dataclasses.replace(t, confidence=next(confidences)) for t in hyps] for hyps in found]
+
+
 def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto", engine: Engine = "mt",
                     weights: list[float] | None = None, compute_type: str = "auto") -> Translator:
     """A checkpoint (default: the latest run's best) with mt's own search, or a CTranslate2 export directory
@@ -151,9 +188,10 @@ def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto
                           "ensembles use mt's own engine")
         from mt.decode.ctranslate2 import CTranslate2Engine  # the optional ctranslate2 package
 
-        ct2 = CTranslate2Engine(paths[0] if paths else latest_run().ctranslate2,
-                                torch_device, compute_type)
-        return Translator(ct2, ct2.tokenizer, ct2.config, ct2.facts)
+        directory = paths[0] if paths else latest_run().ctranslate2
+        ct2 = CTranslate2Engine(directory, torch_device, compute_type)
+        return Translator(ct2, ct2.tokenizer, ct2.config, ct2.facts,
+                          load_estimator(directory, ct2.facts, ct2.vocab_hash))
     paths = paths or [default_checkpoint()]
     if weights and len(paths) == 1:
         raise MtError("--weights weighs the models of an ensemble: give several --checkpoint")
@@ -165,10 +203,31 @@ def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto
             raise MtError(f"{path}: its vocabulary (hash {other.vocab_hash}) or script conversion differs from "
                           f"{paths[0]}'s ({tokenizer.vocab_hash}); an ensemble's models share one tokenizer")
     facts = training_facts(record)
-    if len(paths) > 1:
+    if len(paths) > 1:  # an ensemble's confidence is untrained: each estimator reads its own model's signals
         facts["ensemble"] = [str(path) for path in paths]
         model = Ensemble([member for member, *_ in loaded], weights)
-    return Translator(Searcher(model, torch_device, tokenizer.vocab_hash, dtype), tokenizer, config, facts)
+    estimator = load_estimator(paths[0], facts, tokenizer.vocab_hash) if len(paths) == 1 else None
+    return Translator(Searcher(model, torch_device, tokenizer.vocab_hash, dtype), tokenizer, config, facts, estimator)
+
+
+def load_estimator(model: Path, facts: dict, vocab_hash: str) -> Estimator | None:
+    """The confidence estimator beside a checkpoint or in an export (estimator_path), if fitted for this model:
+    one fitted for another step or vocabulary is left aside, with a warning."""
+    path = estimator_path(model)
+    if not path.is_file():
+        return None
+    estimator, file = Estimator.load(path)
+    if file.model != estimator_facts(facts, vocab_hash):
+        log.warning(f"{path}: fitted for another model (step {file.model.get('step')}, vocabulary "
+                    f"{file.model.get('vocab_hash')}; this one's: step {facts.get('step')}, vocabulary {vocab_hash}); "
+                    "confidence is untrained until `mt confidence` fits it again")
+        return None
+    return estimator
+
+
+def estimator_facts(facts: dict, vocab_hash: str) -> dict:
+    """What an estimator's file names of the model it was fitted for."""
+    return {"step": facts.get("step"), "vocab_hash": vocab_hash}
 
 
 def products_dtype(compute_type: str, device: torch.device) -> torch.dtype:

@@ -332,3 +332,10 @@ def average_checkpoints(run_dir: Path, last: int) -> Checkpoint:
     return Checkpoint(model=weights, config=newest.config, tokenizer=newest.tokenizer,
                       position=Position(step=newest.position.step), averaged=[path.name for path in paths],
                       cleaning=newest.cleaning)
+
+
+def estimator_path(model: Path) -> Path:
+    """Where a model's confidence estimator is (mt/decode/confidence.py): beside a checkpoint file (best.pt →
+    best.confidence.json), inside an export's directory (confidence.json)."""
+    model = Path(model)
+    return model / "confidence.json" if model.is_dir() else model.with_suffix(".confidence.json")

@@ -8,6 +8,7 @@ translate.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import torch
 from mt.core.atomic import atomic_directory
 from mt.core.errors import MtError
 from mt.data.tokenizer import Tokenizer
-from mt.exchange.checkpoint import load_model, training_facts
+from mt.exchange.checkpoint import estimator_path, load_model, training_facts
 from mt.exchange.export import export_kind, optional_package, pieces, sublayers, write_meta
 from mt.model.transformer import MultiHeadAttention, Transformer
 
@@ -42,6 +43,8 @@ def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | N
         tokenizer.self_converting().save(staging)  # its model files convert Chinese script themselves
         if vmap is not None:
             (staging / "vmap.txt").write_text(vmap, encoding="utf-8")
+        if (estimator := estimator_path(checkpoint)).is_file():  # the checkpoint's confidence estimator goes with it
+            shutil.copyfile(estimator, estimator_path(staging))
         write_meta(staging, "ctranslate2", checkpoint, config, training_facts(record), tokenizer.vocab_hash)
 
 

@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from statistics import fmean
 
+from mt.decode.confidence import Confidence
 from mt.decode.translator import Attention, Translation
 from mt.text.marks import Marked, Split
 from mt.text.sentences import Layout
@@ -42,19 +43,32 @@ def page_terms(done: Done, blocks: list[int]) -> list[list[dict]]:
     return grouped
 
 
+def page_confidences(done: Done, blocks: list[int]) -> list[Confidence]:
+    """The confidence of each page's translation (Confidence.joined, of its sentences' best translations), a page
+    being `blocks` of done's texts in a row."""
+    per_text, pages, start = done.split.per_text([nbest[0].confidence for nbest in done.found]), [], 0
+    for count in blocks:
+        pages.append(Confidence.joined([c for sentences in per_text[start:start + count] for c in sentences]))
+        start += count
+    return pages
+
+
 def _ranked(found: list[list[Translation]], i: int) -> list[Translation]:
     """Each sentence's i-th translation (its last, where it has fewer)."""
     return [nbest[min(i, len(nbest) - 1)] for nbest in found]
 
 
 def lines_json(lines: list[str], done: Done, terms: bool = False) -> list[dict]:
-    """/api/translate's lines: each line's translation, its n-best, and its sentences with theirs; with `terms`,
-    what became of each glossary term, per line (its best translation) and per sentence translation."""
-    answer, start, line_terms = [], 0, page_terms(done, [1] * len(lines))
-    for line, layout, translated, uses in zip(lines, done.split.layouts, done.texts, line_terms):
+    """/api/translate's lines: each line's translation with its confidence and its words' scores, its n-best, and
+    its sentences with theirs (each translation with its confidence); with `terms`, what became of each glossary
+    term, per line (its best translation) and per sentence translation."""
+    answer, start = [], 0
+    line_terms, confidences = page_terms(done, [1] * len(lines)), page_confidences(done, [1] * len(lines))
+    for line, layout, translated, uses, sure in zip(lines, done.split.layouts, done.texts, line_terms, confidences):
         end = start + len(layout.spans)
         sentences, found, maps = done.split.sentences[start:end], done.found[start:end], done.maps[start:end]
-        answer.append({"source": line, "translation": translated.text, **({"terms": uses} if terms else {}),
+        answer.append({"source": line, "translation": translated.text, **sure.json(),
+                       **({"terms": uses} if terms else {}),
                        "translations": _line_nbest(layout, found, maps),
                        "sentences": [{"source": sentence.text, "translations": _nbest_json(nbest, attentions, terms)}
                                      for sentence, nbest, attentions in zip(sentences, found, maps)]})
@@ -71,12 +85,14 @@ def _line_nbest(layout: Layout, found: list[list[Translation]], maps: list[list[
     for i in range(max((len(n) for n in found), default=1)):
         picked = _ranked(found, i)
         nbest.append({"text": layout.join([t.text for t in picked]),
-                      "score": round(fmean(t.score for t in picked), 4) if picked else 0.0})
+                      "score": round(fmean(t.score for t in picked), 4) if picked else 0.0,
+                      "confidence": round(Confidence.joined([t.confidence for t in picked]).score, 4)})
     return nbest
 
 
 def _nbest_json(nbest: list[Translation], maps: list[Attention | None], terms: bool = False) -> list[dict]:
-    return [{"text": t.text, "score": round(t.score, 4), **({"attention": _attention_json(a)} if a else {}),
+    return [{"text": t.text, "score": round(t.score, 4), "confidence": round(t.confidence.score, 4),
+             **({"attention": _attention_json(a)} if a else {}),
              **({"terms": [dataclasses.asdict(use) for use in t.terms]} if terms else {})}
             for t, a in zip(nbest, maps)]
 

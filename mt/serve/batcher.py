@@ -5,7 +5,7 @@ The worker takes the oldest job and the others waiting, and, while fewer have co
 round's jobs, whose clients are likely to send again, and those that were waiting when it ended), those that
 arrive: until none has come for `wait_ms`, `max_tokens` source tokens are gathered, or the first job has waited
 10 × `wait_ms`. It translates all the gathered lines with one `Translator.translate_ids` call, which sorts
-them by length into token-budget batches; each line was encoded once, and its glossary's terms found, when its job
+them by length into token-budget batches, and reads every translation's confidence in one more pass; each line was encoded once, and its glossary's terms found, when its job
 was submitted. Each line carries its own terms into the search, so jobs with other glossaries, or none, share a
 call without one's terms reaching another's lines. Jobs with other decode settings are translated in their own
 call. A job that was cancelled before the worker reached it (its client left, or it waited too long) is skipped,
@@ -33,7 +33,7 @@ from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.data.terms import Match
 from mt.decode.constraints import Terms
-from mt.decode.translator import Attention, Translation, Translator
+from mt.decode.translator import Attention, Translation, Translator, with_confidence
 from mt.text.glossary_modes import GlossaryUse
 
 log = logging.getLogger(__name__)
@@ -152,10 +152,17 @@ class BatchingWorker:
                 found = self.translator.translate_ids(src_ids, group[0].decode, terms if any(terms) else None)
                 log.debug(f"translated {len(src_ids)} lines of {len(group)} requests in "
                           f"{1000 * (time.perf_counter() - start):.0f} ms; {self.jobs.qsize()} requests waiting")
+                finished = []
                 for job in group:
                     mine, found = found[:len(job.lines)], found[len(job.lines):]
                     if job.glossary is not None:
                         mine = job.glossary.finished(self.translator, job.lines, job.matches, mine)
+                    finished += mine
+                # every translation's confidence, read for the whole group at once
+                scored = iter(with_confidence(self.translator, [line for job in group for line in job.lines],
+                                              finished, src_ids))
+                for job in group:
+                    mine = [next(scored) for _ in job.lines]
                     job.result.set_result((mine, self._attention(job, mine) if job.attention else None))
             except Exception as e:  # noqa: BLE001 - the requests get the error; the worker carries on
                 log.exception("translation failed")

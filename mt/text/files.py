@@ -25,7 +25,7 @@ from mt.data.glossary import Glossary, read_glossary
 from mt.data.terms import TermFinder, TermUse
 from mt.core.lines import BOM, Encoding, file_encoding, iter_file_lines, iter_lines, read_bytes
 from mt.decode.constraints import NO_CONSTRAINTS
-from mt.decode.translator import Translation, Translator, translate_stream
+from mt.decode.translator import Translation, Translator, translate_stream, with_confidence
 from mt.text.documents import DOCUMENTS, Document, read_document
 from mt.text.glossary_modes import GlossaryUse
 from mt.text.texts import translate_marked_terms, translate_plain
@@ -143,31 +143,35 @@ class Lines:
         return cls(lines, chunk, encoding, output, bar)
 
     def translate(self, translator: Translator, decode: DecodeConfig, split: bool, glossary: GlossaryUse | None = None,
-                  report: Path | None = None) -> str:
+                  report: Path | None = None, scores: Path | None = None) -> str:
         """Translate and write every line; the last line's best translation. With a `glossary`, each line's
         terms go into `report` (JSON Lines: {"line": N, "terms": [{"source", "target", "used"}, …]}) and, with
-        n-best lists, a fourth field of each hypothesis."""
+        n-best lists, a fifth field of each hypothesis. With `scores`, each line's confidence goes there (JSON
+        Lines: {"line": N, "confidence": C, "words": [[WORD, P], …]}). An n-best list gives each hypothesis's
+        confidence as its fourth field."""
         def translate_chunk(lines: list[str], first: int) -> list[list[Translation]]:
             if decode.nbest == 1:
-                return [[t] for t in translate_plain(translator, lines, decode, split, glossary)]
+                return [[t] for t in translate_plain(translator, lines, decode, split, glossary, scores is not None)]
             # n-best lists are of whole lines, cut to fit the model
-            if glossary is not None:
-                return glossary.translate(translator, lines, decode, first)
-            return translator.translate(lines, decode, first)
+            found = glossary.translate(translator, lines, decode, first) if glossary is not None \
+                else translator.translate(lines, decode, first)
+            return with_confidence(translator, lines, found)
 
         last, used, total = "", 0, 0
         results = translate_stream(translate_chunk, self.lines, self.chunk)
         with line_writer(self.output, self.encoding) as write, \
-                line_writer(report) if report is not None else nullcontext(None) as write_report:
+                optional_writer(report) as write_report, optional_writer(scores) as write_scores:
             for i, hyps in enumerate(tqdm(results, unit=" lines", disable=not self.bar, file=sys.stderr)):
                 if decode.nbest == 1:
                     write(hyps[0].text)
                 else:
                     for t in hyps:
                         terms = f" ||| {_json(t.terms)}" if glossary is not None else ""
-                        write(f"{i} ||| {t.text} ||| {t.score:.4f}{terms}")
+                        write(f"{i} ||| {t.text} ||| {t.score:.4f} ||| {t.confidence.score:.4f}{terms}")
                 if write_report is not None:
                     write_report(f'{{"line": {i + 1}, "terms": {_json(hyps[0].terms)}}}')
+                if write_scores is not None:
+                    write_scores(json.dumps({"line": i + 1, **hyps[0].confidence.json()}, ensure_ascii=False))
                 last = hyps[0].text
                 used, total = used + sum(use.used for use in hyps[0].terms), total + len(hyps[0].terms)
         if glossary is not None:
@@ -177,6 +181,11 @@ class Lines:
 
 def _json(terms: list[TermUse]) -> str:
     return json.dumps([dataclasses.asdict(use) for use in terms], ensure_ascii=False)
+
+
+def optional_writer(output: Path | None):
+    """line_writer into `output`, or None (as a context) without one."""
+    return line_writer(output) if output is not None else nullcontext(None)
 
 
 @contextmanager

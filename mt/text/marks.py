@@ -8,8 +8,11 @@ them; everything between is here, the same for every format and for plain text (
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from mt.text.sentences import Fits, Layout, split_text
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,14 @@ class Split:
             mine, i = translated[i:i + len(layout.spans)], i + len(layout.spans)
             texts.append(_join(layout, spans, mine))
         return texts
+
+    def per_text(self, found: list[T]) -> list[list[T]]:
+        """What was found for each sentence (one each, in order), grouped by text."""
+        groups, i = [], 0
+        for layout in self.layouts:  # each text's sentences follow one another
+            groups.append(found[i:i + len(layout.spans)])
+            i += len(layout.spans)
+        return groups
 
 
 def split_marked(texts: list[Marked], src_lang: str, tgt_lang: str, fits: Fits | None = None,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from mt.config import DecodeConfig
 from mt.data.terms import TermUse
+from mt.decode.confidence import Confidence
 from mt.decode.translator import Translation, Translator
 from mt.text.align import place
 from mt.text.glossary_modes import GlossaryUse
@@ -83,19 +84,21 @@ def translate_texts(translator: Translator, texts: list[str], decode: DecodeConf
 
 
 def translate_plain(translator: Translator, texts: list[str], decode: DecodeConfig | None = None, split: bool = True,
-                    glossary: GlossaryUse | None = None) -> list[Translation]:
+                    glossary: GlossaryUse | None = None, confidence: bool = False) -> list[Translation]:
     """Plain texts → their translations, in their shape; with a `glossary`, each with what became of the terms of
-    its sentences, in order."""
+    its sentences, in order; with `confidence`, each with its confidence (Confidence.joined, of its sentences')."""
     parts = split_for(translator, [Marked(text) for text in texts], split)
-    found = _translate(translator, [s.text for s in parts.sentences], decode, glossary)
+    sentences = [s.text for s in parts.sentences]
+    found = _translate(translator, sentences, decode, glossary)
     joined = finish(translator, parts, found)
-    return [Translation(text.text, 0.0, used) for text, used in zip(joined, text_terms(parts, found))]
+    terms = text_terms(parts, found)
+    confidences = [None] * len(texts)
+    if confidence:
+        confidences = [Confidence.joined(mine) for mine in
+                       parts.per_text(translator.confidences(sentences, [nbest[0].text for nbest in found]))]
+    return [Translation(text.text, 0.0, used, sure) for text, used, sure in zip(joined, terms, confidences)]
 
 
 def text_terms(parts: Split, found: list[list[Translation]]) -> list[list[TermUse]]:
     """What became of each text's terms: those of its sentences' best translations, in order."""
-    terms, i = [], 0
-    for layout in parts.layouts:  # each text's sentences follow one another
-        terms.append([use for nbest in found[i:i + len(layout.spans)] for use in nbest[0].terms])
-        i += len(layout.spans)
-    return terms
+    return [[use for nbest in mine for use in nbest[0].terms] for mine in parts.per_text(found)]

@@ -1,0 +1,201 @@
+"""A confidence for every translation: a sentence score in [0, 1], and a score per word.
+
+The signals are the model's own, read in one forced pass over the translation (SearchEngine.forced_batch): the
+log-probability of each of its pieces, and what its last decoder layer's cross-attention (heads averaged) covered
+of the source; with the translation's length against the source's, how much of it is copied from the source and how
+much repeats itself. An Estimator, fitted by `mt confidence` on a dev set to predict each sentence's chrF against
+its reference, turns them into the sentence score. A model without one gives the untrained score: the geometric mean
+of its tokens' probabilities, exp(mean log-probability). A word's score is the model's probability of the word:
+the product of its pieces' probabilities.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, ValidationError
+from torch import Tensor, nn
+
+from mt.core.atomic import Kind, atomic_write_bytes
+from mt.core.errors import MtError
+
+WORD_START = "▁"  # SentencePiece's mark of a piece that starts a word
+UNLIKELY = math.log(0.1)  # a token the model gave less than one chance in ten
+SIGNALS = ("mean_log_prob", "min_log_prob", "log_prob_spread", "end_log_prob", "mean_word_log_prob",
+           "min_word_log_prob", "unlikely_share", "coverage", "attention_entropy", "length_ratio", "copy_rate",
+           "repetition", "source_length")
+
+
+@dataclass
+class Forced:
+    """One translation read by its model, teacher forced (SearchEngine.forced_batch)."""
+
+    log_probs: list[float]  # each target token's, its pieces then EOS
+    attention: Tensor       # [T, S]: the last decoder layer's cross-attention, heads averaged; rows T as log_probs
+
+
+@dataclass
+class Confidence:
+    score: float                    # the translation's, in [0, 1]
+    words: list[tuple[str, float]]  # each word of the translation and the model's probability of it
+
+    @classmethod
+    def joined(cls, sentences: list[Confidence]) -> Confidence:
+        """A text's confidence from its sentences': their scores' mean weighted by their words (each at least one),
+        and their words in order; 1 for a text without sentences (an empty line)."""
+        weights = [max(len(c.words), 1) for c in sentences]
+        score = sum(w * c.score for w, c in zip(weights, sentences)) / sum(weights) if sentences else 1.0
+        return cls(score, [word for c in sentences for word in c.words])
+
+    def json(self) -> dict:
+        """{"confidence": C, "words": [[WORD, P], …]}, rounded to 4 places."""
+        return {"confidence": round(self.score, 4), "words": [[word, round(p, 4)] for word, p in self.words]}
+
+
+def words_of(pieces: list[str], log_probs: list[float]) -> list[tuple[str, float]]:
+    """The words of a translation's pieces (each word starts at a piece marked "▁"), each with the sum of its
+    pieces' log-probabilities. The EOS's log-probability (after the pieces) is not a word's."""
+    words: list[tuple[str, float]] = []
+    for piece, log_prob in zip(pieces, log_probs):
+        if piece.startswith(WORD_START) or not words:
+            words.append((piece.removeprefix(WORD_START), log_prob))
+        else:
+            text, total = words[-1]
+            words[-1] = (text + piece, total + log_prob)
+    return [(text, total) for text, total in words if text]  # a lone "▁" before punctuation is no word
+
+
+def signals(src_pieces: list[str], tgt_pieces: list[str], forced: Forced) -> list[float]:
+    """A translation's signals, in SIGNALS' order. src_pieces: its source's pieces, EOS last; tgt_pieces: its
+    pieces, EOS last (forced.log_probs and attention rows follow them)."""
+    log_probs = torch.tensor(forced.log_probs)                                        # [T]
+    words = words_of(tgt_pieces[:-1], forced.log_probs)
+    word_log_probs = [log_prob for _, log_prob in words] or [log_probs[-1].item()]  # an empty translation: its EOS
+    attention = forced.attention[:, :-1] if forced.attention.size(1) > 1 else forced.attention  # [T, S']: EOS aside
+    received = attention.sum(0)                                                       # [S']
+    spread = -(forced.attention * forced.attention.clamp_min(1e-9).log()).sum(-1)     # [T]: each row's entropy
+    source_words = "".join(src_pieces[:-1]).replace(WORD_START, " ").split()
+    target_words = [word for word, _ in words if any(c.isalnum() for c in word)]
+    return [log_probs.mean().item(), log_probs.min().item(), log_probs.std(correction=0).item(), log_probs[-1].item(),
+            sum(word_log_probs) / len(word_log_probs), min(word_log_probs), (log_probs < UNLIKELY).float().mean().item(),
+            received.clamp(max=1.0).mean().item(), spread.mean().item() / math.log(max(forced.attention.size(1), 2)),
+            math.log(len(tgt_pieces) / len(src_pieces)), copied(source_words, target_words),
+            repetition(tgt_pieces[:-1]), math.log(len(src_pieces))]
+
+
+def copied(source_words: list[str], target_words: list[str]) -> float:
+    """The share of the target's words found in its source (untranslated copies; names and numbers too)."""
+    if not target_words:
+        return 0.0
+    source = " ".join(source_words)
+    return sum(word in source for word in target_words) / len(target_words)
+
+
+def repetition(pieces: list[str]) -> float:
+    """The share of a translation's piece bigrams that it has already written (a looping output repeats them)."""
+    bigrams = list(zip(pieces, pieces[1:]))
+    return 1.0 - len(set(bigrams)) / len(bigrams) if bigrams else 0.0
+
+
+def untrained(features: Tensor) -> Tensor:
+    """[N, F] → [N]: exp(mean log-probability), the geometric mean of the tokens' probabilities."""
+    return features[:, SIGNALS.index("mean_log_prob")].exp()
+
+
+def confidences_of(features: Tensor, words: list[list[tuple[str, float]]],
+                   estimator: Estimator | None) -> list[Confidence]:
+    """Translations' confidences from their signals [N, F] and their words' log-probabilities: the estimator's
+    scores (the untrained ones without it), and each word's probability."""
+    scores = (estimator or untrained)(features).tolist() if words else []
+    return [Confidence(score, [(word, math.exp(log_prob)) for word, log_prob in sentence])
+            for score, sentence in zip(scores, words)]
+
+
+class EstimatorFile(BaseModel):
+    """The estimator's file (JSON, beside its checkpoint): what Estimator.save writes."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: Literal[1]
+    signals: list[str]
+    mean: list[float]
+    std: list[float]
+    hidden: list[list[float]]
+    hidden_bias: list[float]
+    output: list[float]
+    output_bias: float
+    model: dict  # of the checkpoint it was fitted for: step, vocab_hash
+    fitted: dict  # on what: source, sentences, Spearman's ρ there
+
+
+class Estimator(nn.Module):
+    """Signals [N, F] → confidence [N] in [0, 1]: the signals standardised, one hidden layer of tanh units, a
+    sigmoid. Fitted to sentence chrF / 100 by binary cross-entropy (a soft label in [0, 1])."""
+
+    def __init__(self, mean: Tensor, std: Tensor, hidden: int):
+        super().__init__()
+        self.register_buffer("mean", mean)
+        self.register_buffer("std", std)
+        self.net = nn.Sequential(nn.Linear(len(SIGNALS), hidden), nn.Tanh(), nn.Linear(hidden, 1))
+
+    def logits(self, features: Tensor) -> Tensor:
+        return self.net((features - self.mean) / self.std).squeeze(-1)
+
+    @torch.no_grad()
+    def forward(self, features: Tensor) -> Tensor:
+        return self.logits(features).sigmoid()
+
+    @classmethod
+    def fit(cls, features: Tensor, labels: Tensor, hidden: int = 16, steps: int = 2000,
+            weight_decay: float = 1e-3) -> Estimator:
+        """Fitted on features [N, F] and labels [N] in [0, 1], full batch, the same on every run (seed 0)."""
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            estimator = cls(features.mean(0), features.std(0).clamp_min(1e-6), hidden)
+        optimizer = torch.optim.Adam(estimator.net.parameters(), lr=1e-2, weight_decay=weight_decay)
+        loss = nn.BCEWithLogitsLoss()
+        for _ in range(steps):
+            optimizer.zero_grad()
+            loss(estimator.logits(features), labels).backward()
+            optimizer.step()
+        return estimator
+
+    def save(self, path: Path, model: dict, fitted: dict) -> None:
+        first, last = self.net[0], self.net[2]
+        file = EstimatorFile(format=1, signals=list(SIGNALS), mean=self.mean.tolist(), std=self.std.tolist(),
+                             hidden=first.weight.tolist(), hidden_bias=first.bias.tolist(),
+                             output=last.weight[0].tolist(), output_bias=last.bias.item(), model=model, fitted=fitted)
+        atomic_write_bytes(path, file.model_dump_json(indent=1).encode("utf-8") + b"\n", ESTIMATOR)
+
+    @classmethod
+    def load(cls, path: Path) -> tuple[Estimator, EstimatorFile]:
+        """The estimator in `path`, and its file (what it was fitted for and on)."""
+        try:
+            file = EstimatorFile.model_validate(json.loads(path.read_bytes()))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValidationError) as e:
+            raise MtError(f"{path}: not a confidence estimator mt wrote ({str(e).splitlines()[0]})") from None
+        if file.signals != list(SIGNALS) or len(file.hidden) != len(file.hidden_bias) or \
+                any(len(row) != len(SIGNALS) for row in file.hidden) or len(file.output) != len(file.hidden):
+            raise MtError(f"{path}: fitted on other signals than this mt reads; fit it again (mt confidence)")
+        estimator = cls(torch.tensor(file.mean), torch.tensor(file.std), len(file.hidden))
+        first, last = estimator.net[0], estimator.net[2]
+        with torch.no_grad():
+            first.weight.copy_(torch.tensor(file.hidden))
+            first.bias.copy_(torch.tensor(file.hidden_bias))
+            last.weight.copy_(torch.tensor([file.output]))
+            last.bias.fill_(file.output_bias)
+        return estimator, file
+
+
+def _is_estimator(path: Path) -> bool:
+    try:
+        return "signals" in json.loads(path.read_bytes())
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+ESTIMATOR = Kind("a confidence estimator", _is_estimator)
