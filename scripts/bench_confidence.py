@@ -9,8 +9,10 @@ every signal alone.
 Figures (one record, benchmarks/results/bench_confidence.jsonl, scripts/records.py), a row per test set: sentences;
 BLEU and chrF; Spearman's ρ with sentence chrF of the confidence, of the untrained score, and of the best single
 signal (named); the confidence's ρ − the untrained score's; errors (sentence chrF below --error-chrf) among the
---abstain share of least confident sentences, as a share of all errors; seconds of translating and of reading the
-confidence (the forced pass and the estimator), and the second's share of the first.
+--abstain share of least confident sentences, as a share of all errors; seconds of mt's search, of the confidence
+it adds (the signals from the search's log-probabilities, and the estimator), and of a forced pass (what a
+translation the search gave no log-probabilities for costs: CTranslate2's, a glossary's written-in terms), each with
+its share of the search's.
 
     python scripts/bench_confidence.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt
     python scripts/bench_confidence.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt --limit 300 \\
@@ -43,14 +45,20 @@ def bench_test(translator, name: str, sources: list[str], references: list[str],
 
     from mt.decode.confidence import SIGNALS, untrained
     from mt.decode.confidence_fit import rank_correlation, sentence_chrf
+    from mt.decode.engine import search_sources
 
+    src_ids = translator.encode(sources)
     start = time.perf_counter()
-    hypotheses = translator.translate_lines(sources, decode)
-    translating = time.perf_counter() - start
-    start = time.perf_counter()
-    features, _ = translator.signals(sources, hypotheses)
+    found = [hyps[0] for hyps in search_sources(translator.engine, src_ids, decode)]
+    searching = time.perf_counter() - start
+    start = time.perf_counter()  # what a translation's confidence adds to mt's search: its signals, the estimator
+    features, _ = translator.read_signals(src_ids, [h.tokens for h in found], [h.log_probs for h in found])
     confidence = estimator(features)
     reading = time.perf_counter() - start
+    hypotheses = translator.tokenizer.decode_tgt([h.tokens for h in found])
+    start = time.perf_counter()  # what it costs where the search gives no log-probabilities: a forced pass
+    translator.signals(sources, hypotheses)
+    forced = time.perf_counter() - start
     labels = sentence_chrf(hypotheses, [references])
     rho, plain = rank_correlation(confidence, labels), rank_correlation(untrained(features), labels)
     alone = {signal: rank_correlation(features[:, i], labels) for i, signal in enumerate(SIGNALS)}
@@ -59,19 +67,21 @@ def bench_test(translator, name: str, sources: list[str], references: list[str],
     doubted = torch.zeros_like(errors)
     doubted[confidence.argsort()[:round(args.abstain * len(sources))]] = True
     caught = (errors & doubted).sum().item() / max(errors.sum().item(), 1)
-    print(f"{name}: {len(sources):,} sentences; ρ confidence {rho:.3f}, untrained {plain:.3f} (+{rho - plain:.3f}); "
+    print(f"{name}: {len(sources):,} sentences; ρ confidence {rho:.3f}, untrained {plain:.3f} ({rho - plain:+.3f}); "
           f"best signal {best} {alone[best]:.3f}; {errors.sum().item():,} errors (chrF < {args.error_chrf}), "
-          f"{100 * caught:.1f}% of them among the {100 * args.abstain:.0f}% least confident; "
-          f"translating {translating:.1f} s, confidence {reading:.1f} s ({100 * reading / translating:.1f}%)")
+          f"{100 * caught:.1f}% of them among the {100 * args.abstain:.0f}% least confident; search {searching:.2f} s, "
+          f"confidence {reading:.3f} s ({100 * reading / searching:.1f}%), a forced pass {forced:.2f} s "
+          f"({100 * forced / searching:.1f}%)")
     return {"test set": name, "sentences": len(sources),
             "BLEU": round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2),
             "chrF": round(sacrebleu.corpus_chrf(hypotheses, [references]).score, 2),
             "ρ confidence": round(rho, 3), "ρ untrained": round(plain, 3), "ρ gain": round(rho - plain, 3),
             "best signal": best, "ρ best signal": round(alone[best], 3),
-            f"errors (chrF < {args.error_chrf})": int(errors.sum().item()),
-            f"errors caught abstaining {100 * args.abstain:.0f}% %": round(100 * caught, 1),
-            "translating s": round(translating, 2), "confidence s": round(reading, 2),
-            "confidence % of translating": round(100 * reading / translating, 1)}
+            f"errors (chrF < {args.error_chrf:g})": int(errors.sum().item()),
+            f"errors among the {100 * args.abstain:.0f}% least confident %": round(100 * caught, 1),
+            "search s": round(searching, 2), "confidence s": round(reading, 3),
+            "confidence % of search": round(100 * reading / searching, 1), "forced pass s": round(forced, 2),
+            "forced pass % of search": round(100 * forced / searching, 1)}
 
 
 def main() -> None:

@@ -1,36 +1,57 @@
-"""Confidence: the forced pass reads what scoring and attention maps read, on both engines; the signals see loops,
-copies and dropped source; the estimator learns, is kept beside its checkpoint, goes with an export and is left
+"""Confidence: the log-probabilities mt's search gives with its outputs are those a forced pass reads; the signals
+see loops, copies and lengths; the estimator learns, is kept beside its checkpoint, goes with an export and is left
 aside for another model; `mt confidence`, `mt translate --scores` and `mt evaluate --scores` give what they say."""
 
 import json
 import logging
+import math
 
 import pytest
 import torch
 
 from conftest import write_lines
+from mt.config import DecodeConfig
 from mt.core.errors import MtError
-from mt.decode.confidence import SIGNALS, Confidence, Estimator, Forced, signals, untrained, words_of
+from mt.data.tokenizer import EOS
+from mt.decode.confidence import SIGNALS, Confidence, Estimator, signals, untrained, words_of
 from mt.decode.confidence_fit import rank_correlation
+from mt.decode.searcher import Searcher
 from mt.decode.translator import load_translator
 from mt.exchange.checkpoint import estimator_path
-from mt.decode.searcher import Searcher
 from test_cli import mt_in_process as mt
-from test_score import SOURCES, TARGETS, model
+from test_score import SOURCES, model
 
 CPU = torch.device("cpu")
 TATOEBA_DEV = 60  # dev lines for the fitted estimators below: at least confidence_fit.FEWEST
 
 
-def test_the_forced_pass_reads_the_scores_and_the_last_layers_attention_however_the_pairs_are_batched():
+@pytest.mark.parametrize("beam", [1, 4])
+def test_the_search_gives_each_token_s_log_probability_as_a_forced_pass_reads_it(beam):
     searcher = Searcher(model(), CPU)
-    forced = searcher.forced_batch(SOURCES, TARGETS)
-    assert [f.log_probs for f in forced] == [pytest.approx(lp, abs=1e-5) for lp in searcher.score_batch(SOURCES, TARGETS)]
-    for src, tgt, read in zip(SOURCES, TARGETS, forced):
-        alone = searcher.cross_attention(src, tgt)[-1].mean(0)                       # [T, S]: last layer, heads
-        assert read.attention.shape == (len(tgt), len(src))
-        assert torch.allclose(read.attention, alone, atol=1e-5)
-        assert torch.allclose(read.attention.sum(-1), torch.ones(len(tgt)), atol=1e-5)
+    decode = DecodeConfig(beam_size=beam, nbest=beam, alpha=0.6, max_len_a=1.0, max_len_b=3)
+    found = searcher.search(SOURCES, decode)
+    for src, hyps in zip(SOURCES, found):
+        for h in hyps:
+            ended = len(h.log_probs) == len(h.tokens) + 1  # else cut at its length limit, without EOS
+            assert len(h.log_probs) in (len(h.tokens), len(h.tokens) + 1)
+            [forced] = searcher.score_batch([src], [h.tokens + [EOS]])
+            assert h.log_probs == pytest.approx(forced[:len(h.log_probs)], abs=1e-4)
+            assert sum(h.log_probs) / ((5 + len(h.log_probs)) / 6) ** 0.6 == pytest.approx(h.score, abs=1e-4)
+            assert ended or len(h.tokens) == len(src) + 3  # its limit, a · source length + b
+
+
+def test_a_translation_s_confidence_from_the_search_is_the_one_the_forced_pass_reads(trained_runs):
+    translator = load_translator(trained_runs[0] / "checkpoints" / "best.pt", "cpu")
+    lines = ["我爱你。", "他是我的朋友。", "我们明天去北京。", ""]
+    for beam in (1, 4):
+        found = [hyps[0] for hyps in translator.translate(lines, translator.decode.replace(beam_size=beam))]
+        read = translator.confidences(lines, [t.text for t in found])
+        for line, t, forced in zip(lines, found, read):
+            pieces = translator.tokenizer.encode_tgt([t.text])[0][1:-1]
+            if line and t.text and translator.tokenizer.decode_tgt([pieces])[0] == t.text:
+                assert t.confidence.score == pytest.approx(forced.score, abs=1e-4)
+                assert [w for w, _ in t.confidence.words] == [w for w, _ in forced.words]
+        assert found[-1].confidence == Confidence(1.0, [])  # an empty line: nothing to get wrong
 
 
 def test_words_gather_their_pieces_and_sum_their_log_probabilities():
@@ -40,33 +61,32 @@ def test_words_gather_their_pieces_and_sum_their_log_probabilities():
     assert words_of([], []) == []
 
 
-def _signals(src: list[str], tgt: list[str], attention: torch.Tensor | None = None,
-             log_prob: float = -0.5) -> dict[str, float]:
-    attention = attention if attention is not None else torch.full((len(tgt), len(src)), 1 / len(src))
-    return dict(zip(SIGNALS, signals(src, tgt, Forced([log_prob] * len(tgt), attention))))
+def _signals(src: list[str], tgt: list[str], log_probs: list[float] | None = None) -> dict[str, float]:
+    return dict(zip(SIGNALS, signals(src, tgt, log_probs or [-0.5] * (len(tgt) + 1))))
 
 
-def test_signals_see_a_loop_a_copy_and_a_source_left_unread():
-    source = ["▁我", "爱", "你", "们", "</s>"]
-    fine = _signals(source, ["▁I", "▁love", "▁you", "</s>"])
-    loop = _signals(source, ["▁I", "▁love", "▁I", "▁love", "▁I", "▁love", "</s>"])
-    copy = _signals(source, ["▁我", "爱", "你", "</s>"])
+def test_signals_see_a_loop_a_copy_and_an_unlikely_token():
+    source = ["▁我", "爱", "你", "们"]
+    fine = _signals(source, ["▁I", "▁love", "▁you"])
+    loop = _signals(source, ["▁I", "▁love", "▁I", "▁love", "▁I", "▁love"])
+    copy = _signals(source, ["▁我", "爱", "你"])
     assert fine["repetition"] == 0 and loop["repetition"] > 0.5
     assert fine["copy_rate"] == 0 and copy["copy_rate"] == 1
+    assert fine["length_ratio"] == pytest.approx(math.log(4 / 5))  # EOS counted on both sides
     assert loop["length_ratio"] > fine["length_ratio"]
-    on_one = torch.zeros(4, 5)
-    on_one[:, 0] = 1.0  # every row on the source's first piece: the rest unread
-    assert _signals(source, ["▁I", "▁love", "▁you", "</s>"], on_one)["coverage"] == pytest.approx(0.25)
-    assert fine["coverage"] == pytest.approx(4 / 5)  # 4 rows, each giving each piece 1/5
-    assert fine["mean_log_prob"] == pytest.approx(-0.5)
-    empty = _signals(["</s>"], ["</s>"])  # an empty line's: EOS alone on both sides
-    assert all(value == value for value in empty.values())  # no NaN
+    assert fine["mean_log_prob"] == pytest.approx(-0.5) and fine["log_prob_spread"] == pytest.approx(0.0)
+    doubt = _signals(source, ["▁I", "▁love", "▁you"], [-0.1, -5.0, -0.1, -0.1])
+    assert doubt["min_log_prob"] == -5.0 and doubt["unlikely_share"] == 0.25 and doubt["min_word_log_prob"] == -5.0
+    cut = _signals(source, ["▁I", "▁love", "▁you"], [-0.5] * 3)  # at its length limit: no EOS
+    assert cut["mean_log_prob"] == pytest.approx(-0.5)
+    empty = _signals([], [])  # an empty line's: EOS alone on both sides
+    assert empty["source_length"] == 0 and empty["mean_word_log_prob"] == -0.5
 
 
 def test_the_estimator_learns_a_ranking_the_untrained_score_misses_and_keeps_it_in_its_file(tmp_path):
     torch.manual_seed(1)
     features = torch.randn(400, len(SIGNALS))
-    labels = torch.sigmoid(2 * features[:, SIGNALS.index("coverage")] - features[:, SIGNALS.index("repetition")])
+    labels = torch.sigmoid(2 * features[:, SIGNALS.index("length_ratio")] - features[:, SIGNALS.index("repetition")])
     estimator = Estimator.fit(features, labels, steps=500)
     assert rank_correlation(estimator(features), labels) > 0.9 > abs(rank_correlation(untrained(features), labels))
     assert ((estimator(features) >= 0) & (estimator(features) <= 1)).all()

@@ -1,12 +1,12 @@
 """A confidence for every translation: a sentence score in [0, 1], and a score per word.
 
-The signals are the model's own, read in one forced pass over the translation (SearchEngine.forced_batch): the
-log-probability of each of its pieces, and what its last decoder layer's cross-attention (heads averaged) covered
-of the source; with the translation's length against the source's, how much of it is copied from the source and how
-much repeats itself. An Estimator, fitted by `mt confidence` on a dev set to predict each sentence's chrF against
-its reference, turns them into the sentence score. A model without one gives the untrained score: the geometric mean
-of its tokens' probabilities, exp(mean log-probability). A word's score is the model's probability of the word:
-the product of its pieces' probabilities.
+The signals are the model's own: the log-probability of each piece of the translation (mt's search gives them with
+its outputs; other translations are read in one forced pass, mt/decode/score.py), the translation's length
+against its source's, how much of it is copied from the source and how much it repeats itself. An Estimator, fitted
+by `mt confidence` on a dev set to predict each sentence's chrF against its reference, turns them into the sentence
+score. A model without one gives the untrained score: the geometric mean of its tokens' probabilities, exp(mean
+log-probability). A word's score is the model's probability of the word: the product of its pieces'
+probabilities.
 """
 
 from __future__ import annotations
@@ -26,17 +26,8 @@ from mt.core.errors import MtError
 
 WORD_START = "▁"  # SentencePiece's mark of a piece that starts a word
 UNLIKELY = math.log(0.1)  # a token the model gave less than one chance in ten
-SIGNALS = ("mean_log_prob", "min_log_prob", "log_prob_spread", "end_log_prob", "mean_word_log_prob",
-           "min_word_log_prob", "unlikely_share", "coverage", "attention_entropy", "length_ratio", "copy_rate",
-           "repetition", "source_length")
-
-
-@dataclass
-class Forced:
-    """One translation read by its model, teacher forced (SearchEngine.forced_batch)."""
-
-    log_probs: list[float]  # each target token's, its pieces then EOS
-    attention: Tensor       # [T, S]: the last decoder layer's cross-attention, heads averaged; rows T as log_probs
+SIGNALS = ("mean_log_prob", "min_log_prob", "log_prob_spread", "mean_word_log_prob", "min_word_log_prob",
+           "unlikely_share", "length_ratio", "copy_rate", "repetition", "source_length")
 
 
 @dataclass
@@ -59,7 +50,7 @@ class Confidence:
 
 def words_of(pieces: list[str], log_probs: list[float]) -> list[tuple[str, float]]:
     """The words of a translation's pieces (each word starts at a piece marked "▁"), each with the sum of its
-    pieces' log-probabilities. The EOS's log-probability (after the pieces) is not a word's."""
+    pieces' log-probabilities (log_probs: one per piece; an EOS's after them is no word's)."""
     words: list[tuple[str, float]] = []
     for piece, log_prob in zip(pieces, log_probs):
         if piece.startswith(WORD_START) or not words:
@@ -70,30 +61,25 @@ def words_of(pieces: list[str], log_probs: list[float]) -> list[tuple[str, float
     return [(text, total) for text, total in words if text]  # a lone "▁" before punctuation is no word
 
 
-def signals(src_pieces: list[str], tgt_pieces: list[str], forced: Forced) -> list[float]:
-    """A translation's signals, in SIGNALS' order. src_pieces: its source's pieces, EOS last; tgt_pieces: its
-    pieces, EOS last (forced.log_probs and attention rows follow them)."""
-    log_probs = torch.tensor(forced.log_probs)                                        # [T]
-    words = words_of(tgt_pieces[:-1], forced.log_probs)
-    word_log_probs = [log_prob for _, log_prob in words] or [log_probs[-1].item()]  # an empty translation: its EOS
-    attention = forced.attention[:, :-1] if forced.attention.size(1) > 1 else forced.attention  # [T, S']: EOS aside
-    received = attention.sum(0)                                                       # [S']
-    spread = -(forced.attention * forced.attention.clamp_min(1e-9).log()).sum(-1)     # [T]: each row's entropy
-    source_words = "".join(src_pieces[:-1]).replace(WORD_START, " ").split()
+def signals(src_pieces: list[str], tgt_pieces: list[str], log_probs: list[float]) -> list[float]:
+    """A translation's signals, in SIGNALS' order: src_pieces and tgt_pieces without EOS; log_probs, one per target
+    piece, then EOS's where the translation ended (not an output cut at its length limit). Counts of pieces count
+    an EOS on either side."""
+    words = words_of(tgt_pieces, log_probs)
+    word_log_probs = [log_prob for _, log_prob in words] or log_probs[-1:]  # an empty translation: its EOS
+    mean = sum(log_probs) / len(log_probs)
+    spread = math.sqrt(sum((lp - mean) ** 2 for lp in log_probs) / len(log_probs))
+    source = "".join(src_pieces).replace(WORD_START, " ")
     target_words = [word for word, _ in words if any(c.isalnum() for c in word)]
-    return [log_probs.mean().item(), log_probs.min().item(), log_probs.std(correction=0).item(), log_probs[-1].item(),
-            sum(word_log_probs) / len(word_log_probs), min(word_log_probs), (log_probs < UNLIKELY).float().mean().item(),
-            received.clamp(max=1.0).mean().item(), spread.mean().item() / math.log(max(forced.attention.size(1), 2)),
-            math.log(len(tgt_pieces) / len(src_pieces)), copied(source_words, target_words),
-            repetition(tgt_pieces[:-1]), math.log(len(src_pieces))]
+    return [mean, min(log_probs), spread, sum(word_log_probs) / len(word_log_probs), min(word_log_probs),
+            sum(lp < UNLIKELY for lp in log_probs) / len(log_probs),
+            math.log((len(tgt_pieces) + 1) / (len(src_pieces) + 1)), copied(source, target_words),
+            repetition(tgt_pieces), math.log(len(src_pieces) + 1)]
 
 
-def copied(source_words: list[str], target_words: list[str]) -> float:
-    """The share of the target's words found in its source (untranslated copies; names and numbers too)."""
-    if not target_words:
-        return 0.0
-    source = " ".join(source_words)
-    return sum(word in source for word in target_words) / len(target_words)
+def copied(source: str, target_words: list[str]) -> float:
+    """The share of the target's words found in its source's text (untranslated copies; names and numbers too)."""
+    return sum(word in source for word in target_words) / len(target_words) if target_words else 0.0
 
 
 def repetition(pieces: list[str]) -> float:

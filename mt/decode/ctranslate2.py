@@ -13,7 +13,6 @@ from mt.config import DecodeConfig, config_from_dict
 from mt.core.device import int8_decodes_faster
 from mt.core.errors import MtError
 from mt.data.tokenizer import BOS, PAD, Tokenizer
-from mt.decode.confidence import Forced
 from mt.decode.constraints import NO_CONSTRAINTS, Terms
 from mt.decode.engine import Hypothesis
 from mt.decode.shortlist import Shortlist
@@ -131,31 +130,18 @@ class CTranslate2Engine:
             max_input_length=self.max_positions)
         return [result.log_probs for result in results]
 
-    def forced_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[Forced]:
-        """As score_batch, with each target's cross-attention (as cross_attention)."""
-        return [Forced(log_probs, attention) for log_probs, attention in
-                zip(self.score_batch(src_ids, tgt_ids), self._attention(src_ids, tgt_ids))]
-
     def cross_attention(self, src_ids: list[int], tgt_ids: list[int]) -> torch.Tensor:
         """The cross-attention of a target (ids: pieces then EOS) given its source (ids, EOS last), teacher forced:
         [1, 1, T, S], the last decoder layer's weights averaged over its heads (the export's alignment layer and
-        heads, mt/exchange/ctranslate2.py)."""
-        return self._attention([src_ids], [tgt_ids])[0][None, None]
-
-    def _attention(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[torch.Tensor]:
-        """Each target's cross-attention [T, S] given its source. CTranslate2 gives them for a search: one whose
-        target prefix is the whole target, then one step, which the EOS row reads. That step's row is kept whatever
-        the step outputs: an EOS, which a search returns only with return_end_token, or another piece at the length
-        limit."""
+        heads, mt/exchange/ctranslate2.py). CTranslate2 gives them for a search: one whose target prefix is the
+        whole target, then one step, which the EOS row reads. That step's row is kept whatever the step outputs: an
+        EOS, which a search returns only with return_end_token, or another piece at the length limit."""
         src, tgt = self.tokenizer.src, self.tokenizer.tgt
-        results = self.translator.translate_batch(
-            [[src.id_to_piece(t) for t in ids] for ids in src_ids],
-            target_prefix=[[tgt.id_to_piece(t) for t in ids[:-1]] for ids in tgt_ids],
-            beam_size=1, max_decoding_length=max(len(ids) for ids in tgt_ids), max_input_length=self.max_positions,
+        [result] = self.translator.translate_batch(
+            [[src.id_to_piece(t) for t in src_ids]], target_prefix=[[tgt.id_to_piece(t) for t in tgt_ids[:-1]]],
+            beam_size=1, max_decoding_length=len(tgt_ids), max_input_length=self.max_positions,
             return_attention=True, return_end_token=True)
-        # a source of EOS alone gets no weights from CTranslate2: every row's weight is on that EOS
-        return [torch.tensor(result.attention[0][:len(ids)]) if result.attention[0] else torch.ones(len(ids), 1)
-                for result, ids in zip(results, tgt_ids)]
+        return torch.tensor(result.attention[0][:len(tgt_ids)])[None, None]
 
     def _search(self, src_ids: list[list[int]], limit: int, decode: DecodeConfig) -> list[list[Hypothesis]]:
         """One translate_batch call: every output of at most `limit` tokens."""

@@ -15,7 +15,6 @@ from torch import Tensor
 from mt.data.batching import source_batches
 from mt.config import DecodeConfig
 from mt.core.openmp import map_in_threads
-from mt.decode.confidence import Forced
 from mt.decode.constraints import Terms, longest_forms
 from mt.decode.shortlist import Shortlist
 
@@ -24,6 +23,7 @@ from mt.decode.shortlist import Shortlist
 class Hypothesis:
     tokens: list[int]  # output ids, without BOS and EOS
     score: float       # log-probability (EOS included) / length_penalty(length with EOS, alpha)
+    log_probs: list[float] | None = None  # each token's, then EOS's where it ended (None: the search gives none)
 
 
 class SearchEngine(Protocol):
@@ -51,10 +51,6 @@ class SearchEngine(Protocol):
     def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
         """Forced decoding (mt/decode/score.py): the log-probability of each token of each target (ids: pieces then
         EOS, no BOS) given its source (ids, EOS last), one batch of pairs."""
-
-    def forced_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[Forced]:
-        """As score_batch, with each target's cross-attention [T, S] (the last decoder layer's, heads averaged),
-        for its confidence (mt/decode/confidence.py)."""
 
     def cross_attention(self, src_ids: list[int], tgt_ids: list[int]) -> Tensor:
         """What each piece of a target (ids: pieces then EOS) attended to in its source (ids, EOS last), teacher

@@ -37,20 +37,22 @@ def greedy_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, u
     ys = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)  # [B, t]
     log_prob = torch.zeros(batch, device=src.device)
     finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
+    steps = []                                                             # each step's chosen log-probs [B]
     for step in range(int(max_len.max())):  # finished rows stay in the batch: every step has B rows
         log_probs = decoder.log_probs(ys)                                  # [B, V]
         choice = log_probs.argmax(dim=-1) if sampling is None else sampling.draw(log_probs)   # [B]: columns
-        log_prob += log_probs.gather(-1, choice[:, None]).squeeze(-1).masked_fill(finished, 0.0)
+        steps.append(log_probs.gather(-1, choice[:, None]).squeeze(-1))
+        log_prob += steps[-1].masked_fill(finished, 0.0)
         next_token = decoder.ids(choice).masked_fill(finished, PAD)
         ys = torch.cat([ys, next_token[:, None]], dim=1)
         finished |= (next_token == EOS) | (step + 1 >= max_len)
         if finished.all():
             break
     hypotheses = []
-    for row, lp in zip(ys[:, 1:].tolist(), log_prob.tolist()):
+    for row, lp, token_lps in zip(ys[:, 1:].tolist(), log_prob.tolist(), torch.stack(steps, dim=1).tolist()):
         tokens = _strip(row)
         length = len(tokens) + (EOS in row)
-        hypotheses.append(Hypothesis(tokens, lp / length_penalty(length, alpha)))
+        hypotheses.append(Hypothesis(tokens, lp / length_penalty(length, alpha), token_lps[:length]))
     return hypotheses
 
 
@@ -75,6 +77,7 @@ def beam_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, bea
     decoder = StepDecoder(model, src, use_cache, int(max_len.max()), min_len, no_repeat_ngram_size, k, vocab,
                           generators)
     ys = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)          # [B*K, t]
+    token_lps = torch.zeros(batch * k, 0, device=device)                          # [B*K, t-1]: each token's
     scores = torch.full((batch, k), float("-inf"), device=device)
     scores[:, 0] = 0.0                                                              # one live beam at first
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
@@ -90,40 +93,44 @@ def beam_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, bea
         top_scores, top_index = candidates.topk(min(2 * k, k * width), dim=-1)      # [N, 2K]
         top_rows = top_index // width + torch.arange(len(active), device=device)[:, None] * k
         top_tokens = decoder.ids(row_tokens.view(len(active), k * width).gather(1, top_index))
+        top_lps = row_best.view(len(active), k * width).gather(1, top_index)         # [N, 2K]: the tokens' own
         top_scores, top_rows, top_tokens = top_scores.tolist(), top_rows.tolist(), top_tokens.tolist()
-        survivors, still_active = [], []                                            # (row, token, score)
+        top_lps = top_lps.tolist()
+        survivors, still_active = [], []                                            # (row, token, score, lp)
         for n, sentence in enumerate(active):
-            ranked = zip(top_scores[n], top_rows[n], top_tokens[n])
+            ranked = zip(top_scores[n], top_rows[n], top_tokens[n], top_lps[n])
             at_limit = step + 1 >= limits[sentence]
-            kept = _extend(ranked, ys, k, at_limit, alpha, finished[sentence])
+            kept = _extend(ranked, ys, token_lps, k, at_limit, alpha, finished[sentence])
             if kept and not _done(finished[sentence], kept[0][2], nbest, limits[sentence], alpha):
-                survivors += kept + [(kept[0][0], PAD, float("-inf"))] * (k - len(kept))  # dead rows: -inf
+                survivors += kept + [(kept[0][0], PAD, float("-inf"), 0.0)] * (k - len(kept))  # dead rows: -inf
                 still_active.append(sentence)
         if not still_active:
             break
-        rows_kept, tokens, kept_scores = zip(*survivors)
+        rows_kept, tokens, kept_scores, kept_lps = zip(*survivors)
         index = torch.tensor(rows_kept, device=device)
         ys = torch.cat([ys.index_select(0, index), torch.tensor(tokens, device=device)[:, None]], dim=1)
+        token_lps = torch.cat([token_lps.index_select(0, index), torch.tensor(kept_lps, device=device)[:, None]], 1)
         scores = torch.tensor(kept_scores, device=device).view(-1, k)
         decoder.select(index, same_sentences=len(still_active) == len(active))
         active = still_active
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
 
 
-def _extend(ranked, ys: Tensor, k: int, at_limit: bool, alpha: float,
-            finished: list[Hypothesis]) -> list[tuple[int, int, float]]:
-    """Walk one sentence's candidates, best first: one ending in EOS (or reaching the length limit) joins
-    `finished`; the others stay open, up to k of them. Returns the open ones as (row, token, score)."""
+def _extend(ranked, ys: Tensor, token_lps: Tensor, k: int, at_limit: bool, alpha: float,
+            finished: list[Hypothesis]) -> list[tuple[int, int, float, float]]:
+    """Walk one sentence's candidates (score, row, token, the token's log-probability), best first: one ending in
+    EOS (or reaching the length limit) joins `finished`; the others stay open, up to k of them. Returns the open
+    ones as (row, token, score, the token's log-probability)."""
     kept = []
-    for score, row, token in ranked:
+    for score, row, token, lp in ranked:
         if score == float("-inf") or len(kept) == k:
             break
         if token == EOS or at_limit:
             tokens = ys[row, 1:].tolist() + ([] if token == EOS else [token])
             length = ys.size(1)  # the tokens so far (BOS aside) and this one
-            finished.append(Hypothesis(tokens, score / length_penalty(length, alpha)))
+            finished.append(Hypothesis(tokens, score / length_penalty(length, alpha), token_lps[row].tolist() + [lp]))
         else:
-            kept.append((row, token, score))
+            kept.append((row, token, score, lp))
     return kept
 
 

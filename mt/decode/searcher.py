@@ -17,7 +17,6 @@ from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.model.transformer import Transformer
 from mt.decode.constrained import constrained_beam_search
-from mt.decode.confidence import Forced
 from mt.decode.constraints import Terms
 from mt.decode.engine import Hypothesis, search_sources
 from mt.decode.packing import PackedWeights
@@ -160,30 +159,15 @@ class Searcher:
         src, tgt_input = pad_ids([src_ids]), pad_ids([[BOS] + tgt_ids[:-1]])   # the decoder reads BOS pieces …
         return self.models[0].cross_attention(src.to(self.device), tgt_input.to(self.device))[0].cpu()
 
+    @torch.inference_mode()
     def score_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
         """The log-probability of each token of each target (pieces then EOS) given its source, teacher forced:
         what search adds up for that output, the weighted mean of an ensemble's at every step (StepDecoder)."""
-        log_probs, _ = self._forced(src_ids, tgt_ids, need_weights=False)
-        return log_probs
-
-    def forced_batch(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[Forced]:
-        """As score_batch, with each target's cross-attention: the last decoder layer's, heads averaged (an
-        ensemble's first model's)."""
-        log_probs, attention = self._forced(src_ids, tgt_ids, need_weights=True)
-        return [Forced(row, attention[b, :len(tgt), :len(src)].cpu())
-                for b, (row, src, tgt) in enumerate(zip(log_probs, src_ids, tgt_ids))]
-
-    @torch.inference_mode()
-    def _forced(self, src_ids: list[list[int]], tgt_ids: list[list[int]],
-                need_weights: bool) -> tuple[list[list[float]], Tensor | None]:
-        """Each target's tokens' log-probabilities, and with need_weights the first model's cross-attention
-        [B, T, S] (gold_log_probs)."""
         src = pad_ids(src_ids).to(self.device)                                                    # [B, S]
         tgt_input = pad_ids([[BOS] + ids[:-1] for ids in tgt_ids]).to(self.device)               # [B, T]: BOS pieces
         gold = pad_ids(tgt_ids).to(self.device)                                                   # [B, T]: pieces EOS
         # log-linear: the weighted mean of the models' log-probabilities of the gold tokens, [N] (N: real tokens)
         with self.products(self.models, rows=None):  # products of no one size: packed by oneDNN only
-            read = [gold_log_probs(model, src, tgt_input, gold, need_weights and n == 0)
-                    for n, model in enumerate(self.models)]
-        log_probs = sum(w * log_prob for w, (log_prob, _) in zip(self.ensemble.weights, read))
-        return [row.tolist() for row in log_probs.split([len(ids) for ids in tgt_ids])], read[0][1]
+            log_probs = sum(w * gold_log_probs(model, src, tgt_input, gold)
+                            for w, model in zip(self.ensemble.weights, self.models))
+        return [row.tolist() for row in log_probs.split([len(ids) for ids in tgt_ids])]

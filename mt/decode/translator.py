@@ -22,7 +22,7 @@ from mt.core.device import has_native_bf16, resolve_device
 from mt.core.errors import MtError
 from mt.core.run_dir import latest_run
 from mt.decode.confidence import SIGNALS, Confidence, Estimator, confidences_of, signals, words_of
-from mt.decode.score import PairScore, in_pair_batches, score_pairs
+from mt.decode.score import PairScore, score_pairs, token_log_probs
 from mt.decode.engine import SearchEngine, search_sources
 from mt.decode.searcher import Searcher
 from mt.decode.steps import Ensemble
@@ -38,7 +38,7 @@ class Translation:
     text: str
     score: float  # the hypothesis's score (see mt/decode/search.py)
     terms: list[TermUse] = field(default_factory=list)  # with a glossary: what became of each of its terms
-    confidence: Confidence | None = None  # where asked for (Translator.confidences)
+    confidence: Confidence | None = None  # mt's search gives it; with_confidence reads the others'
 
 
 @dataclass
@@ -90,22 +90,27 @@ class Translator:
 
     def signals(self, sources: list[str], translations: list[str], src_ids: list[list[int]] | None = None
                 ) -> tuple[Tensor, list[list[tuple[str, float]]]]:
-        """The confidence signals of each translation of its source (mt/decode/confidence.py): [N, F], and each
-        one's words with their log-probabilities. Lines are cut as `score` cuts them; `src_ids`: the sources
-        already encoded (`encode`)."""
+        """The confidence signals of each translation given its source, read in one forced pass (as `score`; lines
+        are cut as it cuts them; `src_ids`: the sources encoded already, `encode`): [N, F], and each translation's
+        words with their log-probabilities."""
         src_ids, tgt_ids = self._pairs(sources, translations, 1, "reading", src_ids)
-        forced = in_pair_batches(self.engine.forced_batch, src_ids, tgt_ids, self.decode.max_tokens)
-        src_pieces = [[self.tokenizer.src.id_to_piece(i) for i in ids] for ids in src_ids]
-        tgt_pieces = [[self.tokenizer.tgt.id_to_piece(i) for i in ids] for ids in tgt_ids]
-        features = torch.tensor([signals(*sides, read) for *sides, read in zip(src_pieces, tgt_pieces, forced)])
-        return features.view(len(forced), len(SIGNALS)), [words_of(pieces[:-1], read.log_probs)
-                                                           for pieces, read in zip(tgt_pieces, forced)]
+        log_probs = token_log_probs(self.engine, src_ids, tgt_ids, self.decode.max_tokens)
+        return self.read_signals(src_ids, [ids[:-1] for ids in tgt_ids], log_probs)
 
     def confidences(self, sources: list[str], translations: list[str],
                     src_ids: list[list[int]] | None = None) -> list[Confidence]:
-        """Each translation's confidence given its source (or its `src_ids`, as `signals`): its estimator's score
-        (untrained without one), and each word's probability."""
+        """Each translation's confidence given its source (as `signals`): its estimator's score (untrained without
+        one), and each word's probability."""
         return confidences_of(*self.signals(sources, translations, src_ids), self.estimator)
+
+    def read_signals(self, src_ids: list[list[int]], tgt_ids: list[list[int]],
+              log_probs: list[list[float]]) -> tuple[Tensor, list[list[tuple[str, float]]]]:
+        """Signals [N, F] and words of translations: sources' ids (EOS last), outputs' ids (no EOS), and the
+        log-probability of each output token, then EOS's where the output ended."""
+        src_pieces = [[self.tokenizer.src.id_to_piece(i) for i in ids[:-1]] for ids in src_ids]
+        tgt_pieces = [[self.tokenizer.tgt.id_to_piece(i) for i in ids] for ids in tgt_ids]
+        features = torch.tensor([signals(*read) for read in zip(src_pieces, tgt_pieces, log_probs)])
+        return features.view(len(log_probs), len(SIGNALS)), [words_of(*read) for read in zip(tgt_pieces, log_probs)]
 
     def _pairs(self, src_lines: list[str], tgt_lines: list[str], first_line: int, doing: str,
                src_ids: list[list[int]] | None = None) -> tuple[list[list[int]], list[list[int]]]:
@@ -134,12 +139,20 @@ class Translator:
         """As `translate`, for sources already encoded (`encode`), with each source's terms (None for none): an
         empty source gets one empty translation."""
         todo = [i for i, ids in enumerate(src_ids) if len(ids) > 1]  # more than EOS alone
-        outputs = [[Translation("", 0.0)] for _ in src_ids]
+        outputs = [[Translation("", 0.0, confidence=Confidence(1.0, []))] for _ in src_ids]  # nothing to get wrong
         found = search_sources(self.engine, [src_ids[i] for i in todo], decode or self.decode,
                                [terms[i] for i in todo] if terms else None)
         for i, hyps in zip(todo, found):
             texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
             outputs[i] = [Translation(text, h.score) for text, h in zip(texts, hyps)]
+        # the confidence of each output whose search gave its tokens' log-probabilities (mt's own searches but
+        # the constrained one): no pass more; the others get theirs where asked for (with_confidence)
+        read = [(i, n, h) for i, hyps in zip(todo, found) for n, h in enumerate(hyps) if h.log_probs is not None]
+        if read:
+            scored = confidences_of(*self.read_signals([src_ids[i] for i, _, _ in read], [h.tokens for _, _, h in read],
+                                                [h.log_probs for _, _, h in read]), self.estimator)
+            for (i, n, _), confidence in zip(read, scored):
+                outputs[i][n].confidence = confidence
         return outputs
 
     def attention(self, source: str, translation: str, src_ids: list[int] | None = None) -> Attention:
@@ -167,11 +180,13 @@ def reported(glossary: TermFinder, matches: list[list[Match]],
 
 def with_confidence(translator: Translator, lines: list[str], found: list[list[Translation]],
                     src_ids: list[list[int]] | None = None) -> list[list[Translation]]:
-    """Each line's translations, each with its confidence given the line (or its `src_ids`, encoded already)."""
-    flat = [(n, t) for n, hyps in enumerate(found) for t in hyps]
+    """Each line's translations, each with its confidence given the line (or its `src_ids`, encoded already): the
+    search's, read in one forced pass where the search gave none."""
+    flat = [(n, t) for n, hyps in enumerate(found) for t in hyps if t.confidence is None]
     confidences = iter(translator.confidences([lines[n] for n, _ in flat], [t.text for _, t in flat],
                                               [src_ids[n] for n, _ in flat] if src_ids else None))
-    return [[dataclasses.replace(t, confidence=next(confidences)) for t in hyps] for hyps in found]
+    return [[t if t.confidence is not None else dataclasses.replace(t, confidence=next(confidences)) for t in hyps]
+            for hyps in found]
 
 
 def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto", engine: Engine = "mt",

@@ -60,7 +60,9 @@ def written_in(translator: Translator, sentence: str, translation: Translation, 
         spans = place(Sentence(sentence, [Span(m.start, m.end, i) for i, m in enumerate(missed)]), text, translator)
         text = _replaced(text, [(s.start, s.end, finder.target(missed[s.mark].entry)) for s in spans])
         uses = finder.report(matches, text)
-    return dataclasses.replace(translation, text=text, terms=uses)
+    if text == translation.text:
+        return dataclasses.replace(translation, terms=uses)
+    return dataclasses.replace(translation, text=text, terms=uses, confidence=None)  # the search's was of another text
 
 
 def _replaced(text: str, edits: list[tuple[int, int, str]]) -> str:
