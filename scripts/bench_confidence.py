@@ -91,7 +91,7 @@ def main() -> None:
                         default=(TATOEBA / "dev.zh", TATOEBA / "dev.en"), help="default: Tatoeba's dev set")
     parser.add_argument("--test", nargs=3, action="append", dest="tests", metavar=("NAME", "SRC", "REF"),
                         help="a test set (repeatable; default: Tatoeba's test set)")
-    parser.add_argument("--limit", type=int, default=None, help="the first N lines of each set")
+    parser.add_argument("--limit", type=int, default=None, help="the first N lines of each test set")
     parser.add_argument("--beam", type=int, default=None, help="default: the checkpoint's decode settings")
     parser.add_argument("--error-chrf", type=float, default=30.0, help="an error: sentence chrF below this")
     parser.add_argument("--abstain", type=float, default=0.1, help="the share of least confident sentences")
@@ -110,14 +110,14 @@ def main() -> None:
     translator = load_translator(args.checkpoint, "cpu")
     decode = translator.decode.replace(beam_size=args.beam) if args.beam else translator.decode
     with tempfile.TemporaryDirectory() as folder:
-        print(fit_confidence(translator, Path(folder) / "model.pt", lines(args.dev[0], args.limit),
-                             [lines(args.dev[1], args.limit)], decode))
+        print(fit_confidence(translator, Path(folder) / "model.pt", lines(args.dev[0], None),
+                             [lines(args.dev[1], None)], decode))
         estimator, _ = Estimator.load(Path(folder) / "model.confidence.json")
     print(f"# confidence: {args.checkpoint}, beam {decode.beam_size}, torch {args.threads} thread(s)")
     rows = [bench_test(translator, name, lines(Path(src), args.limit), lines(Path(ref), args.limit), decode,
                        estimator, args) for name, src, ref in tests]
     record("bench_confidence.py", f"confidence, {args.checkpoint}: fitted on {args.dev[0]} "
-           f"({len(lines(args.dev[0], args.limit)):,} sentences), beam {decode.beam_size}, {args.threads} thread(s)",
+           f"({len(lines(args.dev[0], None)):,} sentences), beam {decode.beam_size}, {args.threads} thread(s)",
            rows)
 
 
