@@ -80,14 +80,14 @@ def test_signals_see_a_loop_a_copy_and_an_unlikely_token():
     cut = _signals(source, ["▁I", "▁love", "▁you"], [-0.5] * 3)  # at its length limit: no EOS
     assert cut["mean_log_prob"] == pytest.approx(-0.5)
     empty = _signals([], [])  # an empty line's: EOS alone on both sides
-    assert empty["source_length"] == 0 and empty["mean_word_log_prob"] == -0.5
+    assert empty["length_ratio"] == 0 and empty["mean_word_log_prob"] == -0.5
 
 
 def test_the_estimator_learns_a_ranking_the_untrained_score_misses_and_keeps_it_in_its_file(tmp_path):
     torch.manual_seed(1)
     features = torch.randn(400, len(SIGNALS))
     labels = torch.sigmoid(2 * features[:, SIGNALS.index("length_ratio")] - features[:, SIGNALS.index("repetition")])
-    estimator = Estimator.fit(features, labels, steps=500)
+    estimator = Estimator.fit(features, labels)
     assert rank_correlation(estimator(features), labels) > 0.9 > abs(rank_correlation(untrained(features), labels))
     assert ((estimator(features) >= 0) & (estimator(features) <= 1)).all()
     path = tmp_path / "best.confidence.json"

@@ -27,7 +27,7 @@ from mt.core.errors import MtError
 WORD_START = "▁"  # SentencePiece's mark of a piece that starts a word
 UNLIKELY = math.log(0.1)  # a token the model gave less than one chance in ten
 SIGNALS = ("mean_log_prob", "min_log_prob", "log_prob_spread", "mean_word_log_prob", "min_word_log_prob",
-           "unlikely_share", "length_ratio", "copy_rate", "repetition", "source_length")
+           "unlikely_share", "length_ratio", "copy_rate", "repetition")
 
 
 @dataclass
@@ -63,7 +63,7 @@ def words_of(pieces: list[str], log_probs: list[float]) -> list[tuple[str, float
 
 def signals(src_pieces: list[str], tgt_pieces: list[str], log_probs: list[float]) -> list[float]:
     """A translation's signals, in SIGNALS' order: src_pieces and tgt_pieces without EOS; log_probs, one per target
-    piece, then EOS's where the translation ended (not an output cut at its length limit). Counts of pieces count
+    piece, then EOS's where the translation ended (not an output cut at its length limit). The length ratio counts
     an EOS on either side."""
     words = words_of(tgt_pieces, log_probs)
     word_log_probs = [log_prob for _, log_prob in words] or log_probs[-1:]  # an empty translation: its EOS
@@ -74,7 +74,7 @@ def signals(src_pieces: list[str], tgt_pieces: list[str], log_probs: list[float]
     return [mean, min(log_probs), spread, sum(word_log_probs) / len(word_log_probs), min(word_log_probs),
             sum(lp < UNLIKELY for lp in log_probs) / len(log_probs),
             math.log((len(tgt_pieces) + 1) / (len(src_pieces) + 1)), copied(source, target_words),
-            repetition(tgt_pieces), math.log(len(src_pieces) + 1)]
+            repetition(tgt_pieces)]
 
 
 def copied(source: str, target_words: list[str]) -> float:
@@ -110,39 +110,38 @@ class EstimatorFile(BaseModel):
     signals: list[str]
     mean: list[float]
     std: list[float]
-    hidden: list[list[float]]
-    hidden_bias: list[float]
-    output: list[float]
-    output_bias: float
+    weights: list[float]
+    bias: float
     model: dict  # of the checkpoint it was fitted for: step, vocab_hash
-    fitted: dict  # on what: source, sentences, Spearman's ρ there
+    fitted: dict  # on what: sentences, Spearman's ρ there
 
 
 class Estimator(nn.Module):
-    """Signals [N, F] → confidence [N] in [0, 1]: the signals standardised, one hidden layer of tanh units, a
-    sigmoid. Fitted to sentence chrF / 100 by binary cross-entropy (a soft label in [0, 1])."""
+    """Signals [N, F] → confidence [N] in [0, 1]: a logistic regression over the signals standardised, fitted to
+    sentence chrF / 100 by binary cross-entropy (a soft label in [0, 1]). A linear score keeps its direction beyond
+    the values the dev set had: text longer or stranger than any there still counts against a translation."""
 
-    def __init__(self, mean: Tensor, std: Tensor, hidden: int):
+    def __init__(self, mean: Tensor, std: Tensor):
         super().__init__()
         self.register_buffer("mean", mean)
         self.register_buffer("std", std)
-        self.net = nn.Sequential(nn.Linear(len(SIGNALS), hidden), nn.Tanh(), nn.Linear(hidden, 1))
+        self.linear = nn.Linear(len(SIGNALS), 1)
 
     def logits(self, features: Tensor) -> Tensor:
-        return self.net((features - self.mean) / self.std).squeeze(-1)
+        return self.linear((features - self.mean) / self.std).squeeze(-1)
 
     @torch.no_grad()
     def forward(self, features: Tensor) -> Tensor:
         return self.logits(features).sigmoid()
 
     @classmethod
-    def fit(cls, features: Tensor, labels: Tensor, hidden: int = 16, steps: int = 2000,
-            weight_decay: float = 1e-3) -> Estimator:
-        """Fitted on features [N, F] and labels [N] in [0, 1], full batch, the same on every run (seed 0)."""
-        with torch.random.fork_rng():
-            torch.manual_seed(0)
-            estimator = cls(features.mean(0), features.std(0).clamp_min(1e-6), hidden)
-        optimizer = torch.optim.Adam(estimator.net.parameters(), lr=1e-2, weight_decay=weight_decay)
+    def fit(cls, features: Tensor, labels: Tensor, steps: int = 1000, weight_decay: float = 1e-3) -> Estimator:
+        """Fitted on features [N, F] and labels [N] in [0, 1], full batch, from zero weights: the same on every
+        run."""
+        estimator = cls(features.mean(0), features.std(0).clamp_min(1e-6))
+        nn.init.zeros_(estimator.linear.weight)
+        nn.init.zeros_(estimator.linear.bias)
+        optimizer = torch.optim.Adam(estimator.linear.parameters(), lr=1e-2, weight_decay=weight_decay)
         loss = nn.BCEWithLogitsLoss()
         for _ in range(steps):
             optimizer.zero_grad()
@@ -151,10 +150,9 @@ class Estimator(nn.Module):
         return estimator
 
     def save(self, path: Path, model: dict, fitted: dict) -> None:
-        first, last = self.net[0], self.net[2]
         file = EstimatorFile(format=1, signals=list(SIGNALS), mean=self.mean.tolist(), std=self.std.tolist(),
-                             hidden=first.weight.tolist(), hidden_bias=first.bias.tolist(),
-                             output=last.weight[0].tolist(), output_bias=last.bias.item(), model=model, fitted=fitted)
+                             weights=self.linear.weight[0].tolist(), bias=self.linear.bias.item(), model=model,
+                             fitted=fitted)
         atomic_write_bytes(path, file.model_dump_json(indent=1).encode("utf-8") + b"\n", ESTIMATOR)
 
     @classmethod
@@ -164,16 +162,12 @@ class Estimator(nn.Module):
             file = EstimatorFile.model_validate(json.loads(path.read_bytes()))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValidationError) as e:
             raise MtError(f"{path}: not a confidence estimator mt wrote ({str(e).splitlines()[0]})") from None
-        if file.signals != list(SIGNALS) or len(file.hidden) != len(file.hidden_bias) or \
-                any(len(row) != len(SIGNALS) for row in file.hidden) or len(file.output) != len(file.hidden):
+        if file.signals != list(SIGNALS) or not len(file.weights) == len(file.mean) == len(file.std) == len(SIGNALS):
             raise MtError(f"{path}: fitted on other signals than this mt reads; fit it again (mt confidence)")
-        estimator = cls(torch.tensor(file.mean), torch.tensor(file.std), len(file.hidden))
-        first, last = estimator.net[0], estimator.net[2]
+        estimator = cls(torch.tensor(file.mean), torch.tensor(file.std))
         with torch.no_grad():
-            first.weight.copy_(torch.tensor(file.hidden))
-            first.bias.copy_(torch.tensor(file.hidden_bias))
-            last.weight.copy_(torch.tensor([file.output]))
-            last.bias.fill_(file.output_bias)
+            estimator.linear.weight.copy_(torch.tensor([file.weights]))
+            estimator.linear.bias.fill_(file.bias)
         return estimator, file
 
 
