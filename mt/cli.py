@@ -231,8 +231,7 @@ def evaluate(config: Annotated[Optional[list[Path]], typer.Option(
             raise MtError("--hyp needs at least one --ref")
         print("\n".join(score(read_lines(hyp), [read_lines(r) for r in ref], tgt_lang or "en").lines()))
         return
-    if src is not None and not ref:
-        raise MtError("--src needs at least one --ref")
+    _check_src_ref(src, ref)
     check_outputs((output, TEXT), (scores, TEXT), inputs=(src, *(ref or []), glossary))
     from mt.core.scoring import score
     from mt.decode.confidence_fit import write_scores
@@ -253,6 +252,11 @@ def evaluate(config: Annotated[Optional[list[Path]], typer.Option(
         print(count)
     if scores is not None:
         print(write_scores(scores, sources, hypotheses, references, translator))
+
+
+def _check_src_ref(src: Path | None, ref: list[Path] | None) -> None:
+    if src is not None and not ref:
+        raise MtError("--src needs at least one --ref")
 
 
 def _held_out(src: Path | None, ref: list[Path] | None, config: list[Path] | None, sets: list[str] | None,
@@ -278,8 +282,7 @@ def confidence(config: Annotated[Optional[list[Path]], typer.Option(
     """Fit a checkpoint's confidence estimator: translate a dev set (the config's, or --src/--ref), and learn to
     predict each translation's chrF from the model's own signals. It is written beside the checkpoint
     (best.pt → best.confidence.json); `mt export --ctranslate2` takes it along."""
-    if src is not None and not ref:
-        raise MtError("--src needs at least one --ref")
+    _check_src_ref(src, ref)
     if model.engine != "mt" or len(model.checkpoints or []) > 1:
         raise MtError("mt confidence fits the estimator of one checkpoint (engine mt); an export takes its "
                       "checkpoint's")

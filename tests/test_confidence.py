@@ -112,7 +112,8 @@ def dev(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("dev")
     for lang in ("zh", "en"):
-        write_lines(out / f"dev.{lang}", (TATOEBA / f"dev.{lang}").read_text(encoding="utf-8").splitlines()[:TATOEBA_DEV])
+        lines = (TATOEBA / f"dev.{lang}").read_text(encoding="utf-8").splitlines()
+        write_lines(out / f"dev.{lang}", lines[:TATOEBA_DEV])
     return out
 
 
@@ -121,8 +122,8 @@ def fitted(trained_runs, dev, tmp_path_factory):
     """A copy of the tiny trained run's checkpoint, with its estimator fitted by `mt confidence`."""
     checkpoint = tmp_path_factory.mktemp("fitted") / "best.pt"
     checkpoint.write_bytes((trained_runs[0] / "checkpoints" / "best.pt").read_bytes())
-    result = mt("confidence", "--checkpoint", str(checkpoint), "--src", str(dev / "dev.zh"), "--ref", str(dev / "dev.en"),
-                cwd=checkpoint.parent)
+    result = mt("confidence", "--checkpoint", str(checkpoint), "--src", str(dev / "dev.zh"), "--ref",
+                str(dev / "dev.en"), cwd=checkpoint.parent)
     assert result.exit_code == 0, result.output
     return checkpoint
 
@@ -174,7 +175,8 @@ def test_an_export_takes_its_checkpoint_s_estimator_and_reads_the_same_signals(f
 
 def test_translate_and_evaluate_write_scores(fitted, dev, tmp_path):
     scores = tmp_path / "scores.jsonl"
-    done = mt("translate", "--checkpoint", str(fitted), "--scores", str(scores), "我爱你。你好。", "", cwd=tmp_path)
+    done = mt("translate", "--checkpoint", str(fitted), "--scores", str(scores), "我爱你。你好。", "",
+              cwd=tmp_path)
     assert done.exit_code == 0, done.output
     lines = [json.loads(line) for line in scores.read_text(encoding="utf-8").splitlines()]
     assert [line["line"] for line in lines] == [1, 2] and 0 <= lines[0]["confidence"] <= 1

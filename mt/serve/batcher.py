@@ -1,17 +1,18 @@
 """Batching across requests: a bounded queue of translation jobs and one worker thread that decodes them together.
 
-A server's requests arrive one sentence or a few at a time; decoding each alone leaves most of the machine idle.
-The worker takes the oldest job and the others waiting, and, while fewer have come than it expects (the last
-round's jobs, whose clients are likely to send again, and those that were waiting when it ended), those that
-arrive: until none has come for `wait_ms`, `max_tokens` source tokens are gathered, or the first job has waited
-10 × `wait_ms`. It translates all the gathered lines with one `Translator.translate_ids` call, which sorts
-them by length into token-budget batches, and reads every translation's confidence in one more pass; each line was encoded once, and its glossary's terms found, when its job
-was submitted. Each line carries its own terms into the search, so jobs with other glossaries, or none, share a
-call without one's terms reaching another's lines. Jobs with other decode settings are translated in their own
-call. A job that was cancelled before the worker reached it (its client left, or it waited too long) is skipped,
-never decoded. Other work that reads the model (placing a text's marks reads each translation again) is queued as a
-Call and run on the worker's thread in its turn, so that one thread, and one request's work at a time, uses the
-model.
+A server's requests arrive one sentence or a few at a time; decoding each alone leaves most of the machine idle. The
+worker takes the oldest job and the others waiting, and, while fewer have come than it expects (the last round's
+jobs, whose clients are likely to send again, and those that were waiting when it ended), those that arrive: until
+none has come for `wait_ms`, `max_tokens` source tokens are gathered, or the first job has waited 10 × `wait_ms`. It
+translates all the gathered lines with one `Translator.translate_ids` call, which sorts them by length into
+token-budget batches; each line was encoded once, and its glossary's terms found, when its job was submitted. Each
+line carries its own terms into the search, so jobs with other glossaries, or none, share a call without one's terms
+reaching another's lines. Each translation comes with its confidence: mt's search gives it; the others'
+(CTranslate2's, a glossary's written-in terms) are read for the whole round in one forced pass. Jobs with other
+decode settings are translated in their own call. A job that was cancelled before the worker reached it (its client
+left, or it waited too long) is skipped, never decoded. Other work that reads the model (placing a text's marks
+reads each translation again) is queued as a Call and run on the worker's thread in its turn, so that one thread,
+and one request's work at a time, uses the model.
 
 Batching never changes a float32 output: each sentence keeps its own length limit, and padding is masked. With bf16
 products (--compute-type bfloat16) an output may change with the batch it is decoded in (docs/translating.md).
