@@ -44,6 +44,7 @@ Device = Literal["auto", "cpu", "cuda"]  # auto: cuda when there is a GPU, else 
 Engine = Literal["mt", "ctranslate2"]  # what translates: mt's own search, or a CTranslate2 export of the model
 Precision = Literal["auto", "fp32", "bf16", "fp16"]  # auto: bf16 where the GPU or CPU has it natively, else fp32
 Decay = Literal["inverse_sqrt", "linear"]  # after warm-up: the paper's step^-0.5, or a straight line to 0 at max_steps
+OnFailure = Literal["keep", "mark", "empty"]  # a translation the failure guard finds failing after its retry
 Keep = Literal["optimizer", "schedule", "position"]  # what a run started from another's weights also takes over
 CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]  # torch.compile's
 S = TypeVar("S")
@@ -139,6 +140,12 @@ class DecodeConfig:
                                      "to greedy; above: more varied).", per_request=False)
     seed: Int = key(0, "Sampling: the same seed, input and settings give the same outputs (mt's engine; "
                     "CTranslate2's draws do not repeat).", per_request=False)
+    guard: Bool = key(True, "Check each translation for the ways small models fail (a copied source, a loop, a "
+                      "length limit reached, a length far from normal, another script) and search a failed one again "
+                      "another way (docs/confidence.md). Off with sample.")
+    on_failure: OnFailure = key("keep", "A translation that fails after its retry: keep it, mark it ([?] before it) "
+                                "or leave it empty. Its failure is reported either way (--scores, the server's "
+                                "answers).")
     split_sentences: Bool = key(True, "Split each text into sentences before translating and rejoin them in the "
                                 "text's shape (off: each line is translated whole, as `mt evaluate --src` does "
                                 "unless --split is given).", flag="split")

@@ -13,7 +13,7 @@ from conftest import write_lines
 from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.data.tokenizer import EOS
-from mt.decode.confidence import SIGNALS, Confidence, Estimator, signals, untrained, words_of
+from mt.decode.confidence import SIGNALS, Confidence, Estimator, NormalFile, signals, untrained, words_of
 from mt.decode.confidence_fit import rank_correlation
 from mt.decode.searcher import Searcher
 from mt.decode.translator import load_translator
@@ -91,7 +91,8 @@ def test_the_estimator_learns_a_ranking_the_untrained_score_misses_and_keeps_it_
     assert rank_correlation(estimator(features), labels) > 0.9 > abs(rank_correlation(untrained(features), labels))
     assert ((estimator(features) >= 0) & (estimator(features) <= 1)).all()
     path = tmp_path / "best.confidence.json"
-    estimator.save(path, {"step": 8, "vocab_hash": "v"}, {"sentences": 400})
+    estimator.save(path, NormalFile(length_ratio=(-1.0, 1.0), scripts=["LATIN"]), {"step": 8, "vocab_hash": "v"},
+                   {"sentences": 400})
     loaded, file = Estimator.load(path)
     assert torch.allclose(loaded(features), estimator(features), atol=1e-6) and file.model["step"] == 8
     path.write_text('{"format": 1}', encoding="utf-8")
@@ -180,7 +181,7 @@ def test_translate_and_evaluate_write_scores(fitted, dev, tmp_path):
     assert done.exit_code == 0, done.output
     lines = [json.loads(line) for line in scores.read_text(encoding="utf-8").splitlines()]
     assert [line["line"] for line in lines] == [1, 2] and 0 <= lines[0]["confidence"] <= 1
-    assert lines[1] == {"line": 2, "confidence": 1.0, "words": []}
+    assert lines[1] == {"line": 2, "confidence": 1.0, "words": [], "failure": None}
     nbest = mt("translate", "--checkpoint", str(fitted), "--beam", "2", "--nbest", "2", "我爱你。", cwd=tmp_path)
     assert nbest.exit_code == 0 and all(0 <= float(line.split(" ||| ")[3]) <= 1 for line in nbest.stdout.splitlines())
     html = mt("translate", "--checkpoint", str(fitted), "--format", "html", "--scores", str(tmp_path / "no.jsonl"),

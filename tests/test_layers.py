@@ -18,7 +18,7 @@ MODULES = {  # bottom up inside each package
              {"config"}, {"tokenizer"}, {"corpora", "terms"}, {"batching"}],
     "model": [{"config", "dropout"}, {"transformer"}],
     "exchange": [{"checkpoint"}, {"export"}, {"marian"}, {"ctranslate2", "huggingface", "import_huggingface"}],
-    "decode": [{"cache", "packing", "shortlist", "sampling", "constraints", "confidence"}, {"engine", "steps"},
+    "decode": [{"cache", "packing", "shortlist", "sampling", "constraints", "confidence"}, {"engine", "steps", "guard"},
                {"search", "score"}, {"constrained"}, {"searcher", "ctranslate2"}, {"translator"},
                {"evaluate", "distill", "confidence_fit"}],
     "clean": [{"contamination"}, {"cleaning"}, {"report"}],

@@ -126,8 +126,16 @@ def test_nbest_lists_are_sorted_and_distinct():
         assert len({tuple(h.tokens) for h in hyps}) == 5
 
 
+class FakePieces:
+    @staticmethod
+    def id_to_piece(i: int) -> str:
+        return f"▁{i}"
+
+
 class FakeTokenizer:
     """Digits as tokens, so that a test can translate "sentences" with an untrained model."""
+
+    src = tgt = FakePieces()
 
     def encode_src(self, lines):
         return [[5 + int(c) for c in line] + [EOS] for line in lines]
@@ -172,7 +180,8 @@ def test_batches_searched_at_once_give_what_one_at_a_time_gives(decode, tmp_path
     Shortlist(torch.full((40, 2), -1), torch.tensor([EOS, UNK, 20, 21, 22]), joint=True, vocab_hash="").save(
         tmp_path / "list.pt")
     lines = ["1234567", "12", "98765", "3", "4444444444", "55"]
-    decode = decode.replace(max_tokens=12, max_len_a=1.0, max_len_b=3)  # 4 batches, searched two by two
+    # 4 batches, searched two by two; no retries of the failure guard, which are searches of their own
+    decode = decode.replace(max_tokens=12, max_len_a=1.0, max_len_b=3, guard=False)
     alone = Translator(Searcher(model, torch.device("cpu")), FakeTokenizer(), Config(model=model.config))
     at_once = Translator(MeetingSearcher(model, meet=2), FakeTokenizer(), Config(model=model.config))
     threads = torch.get_num_threads()
@@ -217,7 +226,7 @@ class WorkerCountingSearcher(Searcher):
 def test_a_batch_of_many_sources_is_shared_out_with_the_same_outputs_but_not_a_sample(decode):
     model = peaky_model()
     lines = [str(1 + i % 9) * (1 + i % 5) for i in range(2 * SHARED_ROWS)]  # one batch by the token budget
-    decode = decode.replace(max_len_a=1.0, max_len_b=3)
+    decode = decode.replace(max_len_a=1.0, max_len_b=3, guard=False)  # no retries: only the batches counted here
     shared = Translator(WorkerCountingSearcher(model), FakeTokenizer(), Config(model=model.config))
     found = shared.translate(lines, decode.replace(parallel_batches=2))
     expected = Translator(Searcher(model, torch.device("cpu")), FakeTokenizer(), Config(model=model.config)
@@ -249,7 +258,8 @@ class RecordingEngine:
 def test_the_translator_gives_an_engine_length_sorted_batches_with_each_sentences_limit():
     engine = RecordingEngine()
     translator = Translator(engine, FakeTokenizer(), Config(model=ModelConfig(max_positions=10)))
-    translator.translate(["1234567", "12", "", "98765", "3"], DecodeConfig(max_tokens=12, max_len_a=1.0, max_len_b=3))
+    translator.translate(["1234567", "12", "", "98765", "3"],
+                         DecodeConfig(max_tokens=12, max_len_a=1.0, max_len_b=3, guard=False))  # no retries
     assert engine.batches == [  # at most 12 padded tokens each; limits 1 · length + 3, at most 10 - 1
         ([[8, EOS], [6, 7, EOS]], [5, 6]),
         ([[14, 13, 12, 11, 10, EOS]], [9]),

@@ -80,13 +80,15 @@ def post(url: str, path: str, **kwargs) -> httpx.Response:
 
 
 def answered(response: httpx.Response) -> dict:
-    """A /translate answer without mt's own field "confidence", after checking that it gives one in [0, 1] per
-    translated text."""
+    """A /translate answer without mt's own fields "confidence" and "failure", after checking that it gives a
+    confidence in [0, 1] per translated text, and a failure (a reason or null) per text where one failed."""
     answer = response.json()
-    confidence, texts = answer.pop("confidence"), answer["translatedText"]
-    confidences = confidence if isinstance(texts, list) else [confidence]
-    assert len(confidences) == (len(texts) if isinstance(texts, list) else 1)
+    confidence, failure, texts = answer.pop("confidence"), answer.pop("failure", None), answer["translatedText"]
+    many = isinstance(texts, list)
+    confidences, failures = (confidence, failure or [None] * len(texts)) if many else ([confidence], [failure])
+    assert len(confidences) == len(failures) == (len(texts) if many else 1)
     assert all(0 <= c <= 1 for c in confidences), confidence
+    assert all(f in (None, "copy", "loop", "cut", "short", "long", "script") for f in failures), failure
     return answer
 
 
@@ -179,7 +181,7 @@ def test_a_paragraph_is_split_into_sentences_and_rejoined(url, offline, translat
     assert [s["source"] for s in lines[0]["sentences"]] == ["我们明天去北京。", "他是我的朋友。"]
     assert lines[0]["translation"] == joined == lines[0]["translations"][0]["text"]
     assert [len(s["translations"]) for s in lines[0]["sentences"]] == [2, 2]
-    assert lines[1] == {"source": "", "translation": "", "confidence": 1.0, "words": [],  # nothing to get wrong
+    assert lines[1] == {"source": "", "translation": "", "confidence": 1.0, "words": [], "failure": None,  # nothing
                         "translations": [{"text": "", "score": 0.0, "confidence": 1.0}], "sentences": []}
     # a line's confidence: its sentences' (Confidence.joined), each sentence translation's its own
     sentences = [s["translations"][0] for s in lines[0]["sentences"]]
@@ -436,7 +438,7 @@ def test_request_fields_take_their_types_from_json_or_a_form_and_name_the_field_
                  bounds)
     assert form.attention is True and form.decode_values() == {
         "beam_size": 2, "alpha": 0.5, "nbest": None, "max_len_a": None, "max_len_b": None, "min_len": None,
-        "no_repeat_ngram_size": None, "split_sentences": False}
+        "no_repeat_ngram_size": None, "guard": None, "on_failure": None, "split_sentences": False}
     libre = parse(LibreTranslateRequest, {"q": ["你好"], "source": "zh-Hans", "target": "en", "alternatives": 2.0,
                                           "format": "", "secret": "a field of LibreTranslate's"}, bounds)
     assert (libre.alternatives, libre.format, libre.texts()) == (2, "text", ["你好"])
@@ -465,7 +467,8 @@ def test_request_fields_are_listed_for_the_docs_from_the_declarations_requests_a
             "help": "Other translations per text besides the best (none for HTML)."} in fields["POST /translate"]
     options = {field["name"]: field for field in fields["POST /api/translate"]}
     assert set(options) == {"q", "attention", "glossary", "api_key", "beam", "alpha", "nbest", "max_len_a",
-                            "max_len_b", "min_len", "no_repeat_ngram", "split"}  # the decode options docs/serving.md lists
+                            "max_len_b", "min_len", "no_repeat_ngram", "guard", "on_failure",
+                            "split"}  # the decode options docs/serving.md lists
     assert options["beam"] == {"name": "beam", "type": "a whole number", "range": "from 1",
                                "default": "the server's decode.beam_size", "help": "Beam size; 1 is greedy search."}
     assert all(field["help"] for route in fields.values() for field in route)

@@ -102,6 +102,14 @@ def confidences_of(features: Tensor, words: list[list[tuple[str, float]]],
             for score, sentence in zip(scores, words)]
 
 
+class NormalFile(BaseModel):
+    """What the model's translations look like, for the failure guard (mt/decode/guard.py's Normal)."""
+
+    model_config = ConfigDict(extra="forbid")
+    length_ratio: tuple[float, float]
+    scripts: list[str]
+
+
 class EstimatorFile(BaseModel):
     """The estimator's file (JSON, beside its checkpoint): what Estimator.save writes."""
 
@@ -112,6 +120,7 @@ class EstimatorFile(BaseModel):
     std: list[float]
     weights: list[float]
     bias: float
+    normal: NormalFile
     model: dict  # of the checkpoint it was fitted for: step, vocab_hash
     fitted: dict  # on what: sentences, Spearman's ρ there
 
@@ -149,10 +158,12 @@ class Estimator(nn.Module):
             optimizer.step()
         return estimator
 
-    def save(self, path: Path, model: dict, fitted: dict) -> None:
+    def save(self, path: Path, normal: NormalFile, model: dict, fitted: dict) -> None:
+        """Into `path` (JSON), with what the model's translations look like (`normal`), the model it was fitted for
+        and what it was fitted on."""
         file = EstimatorFile(format=1, signals=list(SIGNALS), mean=self.mean.tolist(), std=self.std.tolist(),
-                             weights=self.linear.weight[0].tolist(), bias=self.linear.bias.item(), model=model,
-                             fitted=fitted)
+                             weights=self.linear.weight[0].tolist(), bias=self.linear.bias.item(), normal=normal,
+                             model=model, fitted=fitted)
         atomic_write_bytes(path, file.model_dump_json(indent=1).encode("utf-8") + b"\n", ESTIMATOR)
 
     @classmethod

@@ -17,7 +17,8 @@ from torch import Tensor
 from mt.config import DecodeConfig
 from mt.core.atomic import TEXT, atomic_write_bytes
 from mt.core.errors import MtError
-from mt.decode.confidence import Estimator, confidences_of, untrained
+from mt.decode.confidence import Estimator, NormalFile, confidences_of, untrained
+from mt.decode.guard import Normal
 from mt.decode.translator import Translator, estimator_facts
 from mt.exchange.checkpoint import estimator_path
 
@@ -73,12 +74,21 @@ def fit_confidence(translator: Translator, model: Path, sources: list[str], refe
     estimator = Estimator.fit(features, labels)
     fitted = ranking(features, labels, estimator)
     path = estimator_path(model)
-    estimator.save(path, estimator_facts(translator.facts, translator.tokenizer.vocab_hash),
+    estimator.save(path, normal(translator, sources, references[0]),
+                   estimator_facts(translator.facts, translator.tokenizer.vocab_hash),
                    {"sentences": len(sources), "rho": round(fitted.rho, 4),
                     "untrained_rho": round(fitted.untrained_rho, 4)})
     return (f"confidence estimator → {path}: fitted on {len(sources):,} dev sentences, Spearman's ρ with their "
             f"chrF {fitted.rho:.3f} there (the untrained score's: {fitted.untrained_rho:.3f}); `mt evaluate "
             "--scores FILE` measures it on the test set")
+
+
+def normal(translator: Translator, sources: list[str], references: list[str]) -> NormalFile:
+    """What the model's translations should look like, from the dev set's references (guard.Normal)."""
+    src_lengths = [len(ids) - 1 for ids in translator.tokenizer.encode_src(sources)]            # EOS aside
+    ref_lengths = [len(ids) - 2 for ids in translator.tokenizer.encode_tgt(references)]         # BOS, EOS aside
+    found = Normal.of_references(src_lengths, ref_lengths, references)
+    return NormalFile(length_ratio=found.length_ratio, scripts=list(found.scripts))
 
 
 def write_scores(path: Path, sources: list[str], hypotheses: list[str], references: list[list[str]],

@@ -23,12 +23,13 @@ from mt.core.errors import MtError
 from mt.core.run_dir import latest_run
 from mt.decode.confidence import SIGNALS, Confidence, Estimator, confidences_of, signals, words_of
 from mt.decode.score import PairScore, score_pairs, token_log_probs
-from mt.decode.engine import SearchEngine, search_sources
+from mt.decode.engine import SearchEngine, output_limit, search_sources
+from mt.decode.guard import Normal, failure, on_failure, retried
 from mt.decode.searcher import Searcher
 from mt.decode.steps import Ensemble
 from mt.data.terms import Match, TermFinder, TermUse
 from mt.data.tokenizer import Tokenizer
-from mt.decode.constraints import Terms, WordPieces
+from mt.decode.constraints import Terms, WordPieces, longest_forms
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ class Translation:
     score: float  # the hypothesis's score (see mt/decode/search.py)
     terms: list[TermUse] = field(default_factory=list)  # with a glossary: what became of each of its terms
     confidence: Confidence | None = None  # mt's search gives it; with_confidence reads the others'
+    failure: str | None = None  # how the failure guard found it failing (mt/decode/guard.py), if it did
+    tokens: list[int] = field(default_factory=list, repr=False)  # its output ids, as its search gave them
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Translator:
     config: Config
     facts: dict = field(default_factory=dict)  # of its training: step, dev scores (checkpoint.training_facts)
     estimator: Estimator | None = None  # its confidence estimator (mt/decode/confidence.py), if fitted
+    normal: Normal = field(default_factory=Normal)  # what its translations look like, for the failure guard
 
     @property
     def decode(self) -> DecodeConfig:
@@ -137,23 +141,62 @@ class Translator:
     def translate_ids(self, src_ids: list[list[int]], decode: DecodeConfig | None = None,
                       terms: list[Terms | None] | None = None) -> list[list[Translation]]:
         """As `translate`, for sources already encoded (`encode`), with each source's terms (None for none): an
-        empty source gets one empty translation."""
+        empty source gets one empty translation. With decode.guard, a best translation that fails
+        (mt/decode/guard.py) is searched again another way; one that still fails is as decode.on_failure says."""
+        decode = decode or self.decode
         todo = [i for i, ids in enumerate(src_ids) if len(ids) > 1]  # more than EOS alone
         outputs = [[Translation("", 0.0, confidence=Confidence(1.0, []))] for _ in src_ids]  # nothing to get wrong
-        found = search_sources(self.engine, [src_ids[i] for i in todo], decode or self.decode,
-                               [terms[i] for i in todo] if terms else None)
-        for i, hyps in zip(todo, found):
-            texts = self.tokenizer.decode_tgt([h.tokens for h in hyps])
-            outputs[i] = [Translation(text, h.score) for text, h in zip(texts, hyps)]
-        # the confidence of each output whose search gave its tokens' log-probabilities (mt's own searches but
-        # the constrained one): no pass more; the others get theirs where asked for (with_confidence)
-        read = [(i, n, h) for i, hyps in zip(todo, found) for n, h in enumerate(hyps) if h.log_probs is not None]
-        if read:
-            scored = confidences_of(*self.read_signals([src_ids[i] for i, _, _ in read], [h.tokens for _, _, h in read],
-                                                [h.log_probs for _, _, h in read]), self.estimator)
-            for (i, n, _), confidence in zip(read, scored):
-                outputs[i][n].confidence = confidence
+        found = self._search([src_ids[i] for i in todo], decode, [terms[i] for i in todo] if terms else None)
+        for i, translations in zip(todo, found):
+            outputs[i] = translations
+        if decode.guard and not decode.sample:
+            self._guard(src_ids, todo, outputs, decode, terms)
         return outputs
+
+    def _search(self, src_ids: list[list[int]], decode: DecodeConfig,
+                terms: list[Terms | None] | None) -> list[list[Translation]]:
+        """Each source's translations (none empty), each with the tokens its search gave, and its confidence where
+        the search gave its tokens' log-probabilities (mt's own searches but the constrained one): no pass more; the
+        others get theirs where asked for (with_confidence)."""
+        found = search_sources(self.engine, src_ids, decode, terms)
+        outputs = [[Translation(text, h.score, tokens=h.tokens) for text, h in
+                    zip(self.tokenizer.decode_tgt([h.tokens for h in hyps]), hyps)] for hyps in found]
+        read = [(k, n, h) for k, hyps in enumerate(found) for n, h in enumerate(hyps) if h.log_probs is not None]
+        if read:
+            signals_read = self.read_signals([src_ids[k] for k, _, _ in read], [h.tokens for _, _, h in read],
+                                             [h.log_probs for _, _, h in read])
+            for (k, n, _), confidence in zip(read, confidences_of(*signals_read, self.estimator)):
+                outputs[k][n].confidence = confidence
+        return outputs
+
+    def _guard(self, src_ids: list[list[int]], todo: list[int], outputs: list[list[Translation]],
+               decode: DecodeConfig, terms: list[Terms | None] | None) -> None:
+        """Each of the `todo` sources whose best translation fails, searched again (guard.retried): its new
+        translations take the place of the old where their best passes, or is more confident; a best translation
+        that still fails says how (`failure`) and is kept, marked or emptied (decode.on_failure)."""
+        failed = [i for i in todo if self.failure_of(src_ids[i], outputs[i][0], decode, terms[i] if terms else None)]
+        if not failed:
+            return
+        again = retried(decode)
+        found = self._search([src_ids[i] for i in failed], again, [terms[i] for i in failed] if terms else None)
+        for i, translations in zip(failed, found):
+            best, new = outputs[i][0], translations[0]
+            new.failure = self.failure_of(src_ids[i], new, again, terms[i] if terms else None)
+            more_confident = new.confidence and best.confidence and new.confidence.score > best.confidence.score
+            if new.failure is None or more_confident:
+                outputs[i], best = translations, new
+            if best.failure is not None:
+                best.text = on_failure(best.text, decode.on_failure)
+
+    def failure_of(self, src_ids: list[int], translation: Translation, decode: DecodeConfig,
+                 terms: Terms | None) -> str | None:
+        """How a translation of a source fails (guard.failure), kept in it; None when it passes."""
+        limit = output_limit(decode, len(src_ids), self.engine.max_positions, longest_forms(terms))
+        src_pieces = [self.tokenizer.src.id_to_piece(i) for i in src_ids[:-1]]
+        tgt_pieces = [self.tokenizer.tgt.id_to_piece(i) for i in translation.tokens]
+        translation.failure = failure(src_pieces, tgt_pieces, translation.text, len(translation.tokens) >= limit,
+                                      self.normal)
+        return translation.failure
 
     def attention(self, source: str, translation: str, src_ids: list[int] | None = None) -> Attention:
         """The cross-attention of `translation` (its pieces re-encoded from the text) given `source`, or given
@@ -205,8 +248,7 @@ def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto
 
         directory = paths[0] if paths else latest_run().ctranslate2
         ct2 = CTranslate2Engine(directory, torch_device, compute_type)
-        return Translator(ct2, ct2.tokenizer, ct2.config, ct2.facts,
-                          load_estimator(directory, ct2.facts, ct2.vocab_hash))
+        return Translator(ct2, ct2.tokenizer, ct2.config, ct2.facts, *load_fitted(directory, ct2.facts, ct2.vocab_hash))
     paths = paths or [default_checkpoint()]
     if weights and len(paths) == 1:
         raise MtError("--weights weighs the models of an ensemble: give several --checkpoint")
@@ -221,23 +263,24 @@ def load_translator(checkpoint: Path | list[Path] | None, device: Device = "auto
     if len(paths) > 1:  # an ensemble's confidence is untrained: each estimator reads its own model's signals
         facts["ensemble"] = [str(path) for path in paths]
         model = Ensemble([member for member, *_ in loaded], weights)
-    estimator = load_estimator(paths[0], facts, tokenizer.vocab_hash) if len(paths) == 1 else None
-    return Translator(Searcher(model, torch_device, tokenizer.vocab_hash, dtype), tokenizer, config, facts, estimator)
+    fitted = load_fitted(paths[0], facts, tokenizer.vocab_hash) if len(paths) == 1 else (None, Normal())
+    return Translator(Searcher(model, torch_device, tokenizer.vocab_hash, dtype), tokenizer, config, facts, *fitted)
 
 
-def load_estimator(model: Path, facts: dict, vocab_hash: str) -> Estimator | None:
-    """The confidence estimator beside a checkpoint or in an export (estimator_path), if fitted for this model:
-    one fitted for another step or vocabulary is left aside, with a warning."""
+def load_fitted(model: Path, facts: dict, vocab_hash: str) -> tuple[Estimator | None, Normal]:
+    """The confidence estimator beside a checkpoint or in an export (estimator_path), and what the model's
+    translations look like, if `mt confidence` fitted them for this model: ones fitted for another step or
+    vocabulary are left aside, with a warning (None, and the failure guard's defaults)."""
     path = estimator_path(model)
     if not path.is_file():
-        return None
+        return None, Normal()
     estimator, file = Estimator.load(path)
     if file.model != estimator_facts(facts, vocab_hash):
         log.warning(f"{path}: fitted for another model (step {file.model.get('step')}, vocabulary "
                     f"{file.model.get('vocab_hash')}; this one's: step {facts.get('step')}, vocabulary {vocab_hash}); "
                     "confidence is untrained until `mt confidence` fits it again")
-        return None
-    return estimator
+        return None, Normal()
+    return estimator, Normal(file.normal.length_ratio, tuple(file.normal.scripts))
 
 
 def estimator_facts(facts: dict, vocab_hash: str) -> dict:

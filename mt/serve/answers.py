@@ -53,21 +53,33 @@ def page_confidences(done: Done, blocks: list[int]) -> list[Confidence]:
     return pages
 
 
+def page_failures(done: Done, blocks: list[int]) -> list[str | None]:
+    """How each page's translation failed (mt/decode/guard.py): its first failed sentence's failure, or None."""
+    per_text, pages, start = done.split.per_text([nbest[0].failure for nbest in done.found]), [], 0
+    for count in blocks:
+        pages.append(next((f for sentences in per_text[start:start + count] for f in sentences if f), None))
+        start += count
+    return pages
+
+
 def _ranked(found: list[list[Translation]], i: int) -> list[Translation]:
     """Each sentence's i-th translation (its last, where it has fewer)."""
     return [nbest[min(i, len(nbest) - 1)] for nbest in found]
 
 
 def lines_json(lines: list[str], done: Done, terms: bool = False) -> list[dict]:
-    """/api/translate's lines: each line's translation with its confidence and its words' scores, its n-best, and
-    its sentences with theirs (each translation with its confidence); with `terms`, what became of each glossary
-    term, per line (its best translation) and per sentence translation."""
+    """/api/translate's lines: each line's translation with its confidence, its words' scores and its failure (its
+    first failed sentence's, or null), its n-best, and its sentences with theirs (each translation with its
+    confidence, and its failure where it failed); with `terms`, what became of each glossary term, per line (its
+    best translation) and per sentence translation."""
     answer, start = [], 0
-    line_terms, confidences = page_terms(done, [1] * len(lines)), page_confidences(done, [1] * len(lines))
-    for line, layout, translated, uses, sure in zip(lines, done.split.layouts, done.texts, line_terms, confidences):
+    ones = [1] * len(lines)
+    line_terms, confidences, failures = page_terms(done, ones), page_confidences(done, ones), page_failures(done, ones)
+    for line, layout, translated, uses, sure, failed in zip(lines, done.split.layouts, done.texts, line_terms,
+                                                            confidences, failures):
         end = start + len(layout.spans)
         sentences, found, maps = done.split.sentences[start:end], done.found[start:end], done.maps[start:end]
-        answer.append({"source": line, "translation": translated.text, **sure.json(),
+        answer.append({"source": line, "translation": translated.text, **sure.json(), "failure": failed,
                        **({"terms": uses} if terms else {}),
                        "translations": _line_nbest(layout, found, maps),
                        "sentences": [{"source": sentence.text, "translations": _nbest_json(nbest, attentions, terms)}
@@ -92,6 +104,7 @@ def _line_nbest(layout: Layout, found: list[list[Translation]], maps: list[list[
 
 def _nbest_json(nbest: list[Translation], maps: list[Attention | None], terms: bool = False) -> list[dict]:
     return [{"text": t.text, "score": round(t.score, 4), "confidence": round(t.confidence.score, 4),
+             **({"failure": t.failure} if t.failure else {}),
              **({"attention": _attention_json(a)} if a else {}),
              **({"terms": [dataclasses.asdict(use) for use in t.terms]} if terms else {})}
             for t, a in zip(nbest, maps)]

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.serve.admission import Admission
-from mt.serve.answers import Done, alternative_texts, page_confidences, page_terms
+from mt.serve.answers import Done, alternative_texts, page_confidences, page_failures, page_terms
 from mt.serve.downloads import Downloads
 from mt.serve.errors import ApiError
 from mt.serve.languages import LANGUAGE_NAMES, confidence
@@ -57,9 +57,11 @@ class LibreTranslate:
             done = await self.pipeline.translate(request, [Marked(text) for text in texts], decode, glossary=glossary)
             translated, blocks = [t.text for t in done.texts], [1] * len(texts)
             others = alternative_texts(done, translated, ask.alternatives)
-        confidences = [round(c.score, 4) for c in page_confidences(done, blocks)]  # mt's own field, per text
+        confidences = [round(c.score, 4) for c in page_confidences(done, blocks)]  # mt's own fields, per text
         answer = {"translatedText": translated if many else translated[0],
                   "confidence": confidences if many else confidences[0]}
+        if any(failures := page_failures(done, blocks)):
+            answer["failure"] = failures if many else failures[0]
         if glossary is not None:  # mt's own field: what became of each term, per text
             terms = page_terms(done, blocks)
             answer["terms"] = terms if many else terms[0]

@@ -147,8 +147,8 @@ class Lines:
         """Translate and write every line; the last line's best translation. With a `glossary`, each line's
         terms go into `report` (JSON Lines: {"line": N, "terms": [{"source", "target", "used"}, …]}) and, with
         n-best lists, a fifth field of each hypothesis. With `scores`, each line's confidence goes there (JSON
-        Lines: {"line": N, "confidence": C, "words": [[WORD, P], …]}). An n-best list gives each hypothesis's
-        confidence as its fourth field."""
+        Lines: {"line": N, "confidence": C, "words": [[WORD, P], …], "failure": F or null}). An n-best list gives
+        each hypothesis's confidence as its fourth field."""
         def translate_chunk(lines: list[str], first: int) -> list[list[Translation]]:
             if decode.nbest == 1:
                 return [[t] for t in translate_plain(translator, lines, decode, split, glossary, scores is not None)]
@@ -171,7 +171,8 @@ class Lines:
                 if write_report is not None:
                     write_report(f'{{"line": {i + 1}, "terms": {_json(hyps[0].terms)}}}')
                 if write_scores is not None:
-                    write_scores(json.dumps({"line": i + 1, **hyps[0].confidence.json()}, ensure_ascii=False))
+                    write_scores(json.dumps({"line": i + 1, **hyps[0].confidence.json(), "failure": hyps[0].failure},
+                                            ensure_ascii=False))
                 last = hyps[0].text
                 used, total = used + sum(use.used for use in hyps[0].terms), total + len(hyps[0].terms)
         if glossary is not None:

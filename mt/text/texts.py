@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from mt.config import DecodeConfig
 from mt.data.terms import TermUse
 from mt.decode.confidence import Confidence
-from mt.decode.translator import Translation, Translator
+from mt.decode.translator import Translation, Translator, with_confidence
 from mt.text.align import place
 from mt.text.glossary_modes import GlossaryUse
 from mt.text.marks import Marked, Split, split_marked
@@ -85,18 +85,19 @@ def translate_texts(translator: Translator, texts: list[str], decode: DecodeConf
 
 def translate_plain(translator: Translator, texts: list[str], decode: DecodeConfig | None = None, split: bool = True,
                     glossary: GlossaryUse | None = None, confidence: bool = False) -> list[Translation]:
-    """Plain texts → their translations, in their shape; with a `glossary`, each with what became of the terms of
-    its sentences, in order; with `confidence`, each with its confidence (Confidence.joined, of its sentences')."""
+    """Plain texts → their translations, in their shape, each with the failure of its first sentence that failed
+    (mt/decode/guard.py); with a `glossary`, each with what became of the terms of its sentences, in order; with
+    `confidence`, each with its confidence (Confidence.joined, of its sentences')."""
     parts = split_for(translator, [Marked(text) for text in texts], split)
     sentences = [s.text for s in parts.sentences]
     found = _translate(translator, sentences, decode, glossary)
     joined = finish(translator, parts, found)
-    terms = text_terms(parts, found)
-    confidences = [None] * len(texts)
-    if confidence:
-        confidences = [Confidence.joined(mine) for mine in
-                       parts.per_text(translator.confidences(sentences, [nbest[0].text for nbest in found]))]
-    return [Translation(text.text, 0.0, used, sure) for text, used, sure in zip(joined, terms, confidences)]
+    per_text = parts.per_text(with_confidence(translator, sentences, found) if confidence else found)
+    failures = [next((nbest[0].failure for nbest in mine if nbest[0].failure), None) for mine in per_text]
+    confidences = [Confidence.joined([nbest[0].confidence for nbest in mine]) if confidence else None
+                   for mine in per_text]
+    return [Translation(text.text, 0.0, used, sure, failed)
+            for text, used, sure, failed in zip(joined, text_terms(parts, found), confidences, failures)]
 
 
 def text_terms(parts: Split, found: list[list[Translation]]) -> list[list[TermUse]]:
