@@ -111,10 +111,10 @@ def bench_test(translator, name: str, sources: list[str], references: list[str],
         row[f"chrF guard {'on' if guard else 'off'}"] = round(sacrebleu.corpus_chrf(hypotheses, [references]).score, 2)
         row[f"seconds guard {'on' if guard else 'off'}"] = round(timed[guard, "s"], 2)
     everything = []
-    for kind, failed in injected(sources, texts, random.Random(args.seed)).items():
+    for kind, failed in injected(sources, texts, random.Random(args.seed)).items():  # a kind may have none
         scores = failure_scores(translator, decode, [sources[i] for i, _ in failed], [text for _, text in failed])
         everything += scores
-        row[f"AUROC {kind}"] = round(auroc(scores, own), 3)
+        row[f"AUROC {kind}"] = round(auroc(scores, own), 3) if scores else None
     row["AUROC all"] = round(auroc(everything, own), 3)
     labels = sentence_chrf([t.text for t in on], [references])
     errors = labels < args.error_chrf / 100

@@ -551,3 +551,34 @@ def test_fuzz_atheris(tmp_path):
 
 # scripts/gen_config_docs.py is run by tests/test_config.py (--check), scripts/gen_benchmarks.py by tests/test_docs.py;
 # scripts/setup.sh and test.sh by everyone; scripts/sets.sh and figures.sh by the recipes above.
+
+
+@pytest.fixture
+def dev_60(tmp_path) -> tuple[Path, Path]:
+    """60 Tatoeba dev pairs: an estimator is fitted on at least 50."""
+    from conftest import TATOEBA
+
+    return tuple(write_lines(tmp_path / f"dev.{lang}", (TATOEBA / f"dev.{lang}").read_text(encoding="utf-8")
+                             .splitlines()[:60]) for lang in ("zh", "en"))
+
+
+def test_bench_confidence(checkpoint, corpus_dir, dev_60, tmp_path):
+    """The estimator fitted on 60 dev pairs, and 20 test pairs ranked by it, the untrained score and each signal."""
+    out = run("bench_confidence.py", "--checkpoint", str(checkpoint), "--dev", *map(str, dev_60), "--test", "tiny",
+              str(corpus_dir / "test.zh"), str(corpus_dir / "test.en"), tmp_path=tmp_path)
+    assert lines_like(rf"tiny: 20 sentences; ρ confidence -?{NUMBER}, untrained -?{NUMBER} \([+-]{NUMBER}\); best "
+                      rf"signal \w+ -?{NUMBER}; .*; search {NUMBER} s, confidence {NUMBER} s .*", out)
+    [entry] = recorded(tmp_path, "bench_confidence")
+    [row] = entry["figures"]
+    assert row["sentences"] == 20 and -1 <= row["ρ confidence"] <= 1 and row["confidence s"] >= 0
+
+
+def test_bench_guard(checkpoint, corpus_dir, dev_60, tmp_path):
+    """The guard on 20 test pairs, off and on, and the four injected failures scored against the model's own."""
+    out = run("bench_guard.py", "--checkpoint", str(checkpoint), "--dev", *map(str, dev_60), "--test", "tiny",
+              str(corpus_dir / "test.zh"), str(corpus_dir / "test.en"), tmp_path=tmp_path)
+    assert lines_like(r"tiny: sentences 20; failed \(guard off\) \d+; .*; AUROC all [\d.]+; .*", out)
+    [entry] = recorded(tmp_path, "bench_guard")
+    [row] = entry["figures"]
+    assert row["passing unchanged"] == row["passing"]  # the guard changes no translation that passes
+    assert 0 <= row["AUROC copy"] <= 1 and 0 <= row["AUROC all"] <= 1

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import tiny_config
 from mt.decode.engine import Hypothesis
-from mt.decode.guard import MARK, RETRY_BEAM, Normal, failure, loops, retried
+from mt.decode.guard import MARK, Normal, failure, loops, retried
 from mt.decode.translator import Translator
 
 NORMAL = Normal((math.log(0.6), math.log(2.5)), ("LATIN",))
@@ -52,11 +52,12 @@ def test_normal_lengths_and_scripts_come_from_the_references():
     assert normal.scripts == ("CJK", "LATIN")
 
 
-def test_a_retry_searches_wider_for_longer_outputs_and_never_repeats_a_trigram(tatoeba_decode):
+def test_a_retry_is_greedy_with_a_longer_limit_and_never_repeats_a_trigram(tatoeba_decode):
     again = retried(tatoeba_decode)
-    assert again.beam_size == RETRY_BEAM and again.alpha == 1.0 and again.no_repeat_ngram_size == 2
+    assert again.beam_size == 1 and again.alpha == 0 and again.no_repeat_ngram_size == 2
     assert again.max_len_a == tatoeba_decode.max_len_a + 1
     assert retried(tatoeba_decode.replace(no_repeat_ngram_size=0)).no_repeat_ngram_size == 3
+    assert retried(tatoeba_decode.replace(nbest=3)).beam_size == 3  # an n-best list's worth
 
 
 @pytest.fixture
@@ -80,7 +81,7 @@ class Scripted:
         return 1
 
     def search_batch(self, src_ids, limits, decode, terms=None):
-        side = "again" if decode.beam_size >= RETRY_BEAM else "first"
+        side = "again" if decode.beam_size == 1 and decode.alpha == 0 else "first"  # a retry's search: greedy
         self.calls.append((side, len(src_ids)))
         return [[Hypothesis(self.outputs[side][tuple(ids)], -1.0)] for ids in src_ids]
 

@@ -863,6 +863,17 @@ def test_the_page_takes_a_glossary_and_shows_which_terms_each_line_holds(page, t
     page.click("#glossary-box summary")
 
 
+def test_the_page_shows_each_line_s_confidence_and_its_failure(page, translator):
+    page.fill("#text", "我爱你\n他是我的朋友。")
+    page.click("#go")
+    page.wait_for_selector(".line .confidence")
+    found = [nbest[0] for nbest in translator.translate(["我爱你", "他是我的朋友。"])]
+    for n, t in enumerate(found, 1):
+        shown = page.inner_text(f".line:nth-child({n}) .confidence")
+        assert re.fullmatch(r"confidence \d\.\d\d" + (f" · failed: {t.failure}" if t.failure else ""), shown)
+        assert float(shown.split()[1]) == pytest.approx(t.confidence.score, abs=0.006)  # to 2 places
+
+
 def test_the_page_translates_a_file_into_a_download_link(page, offline):
     page.wait_for_selector("#facts:has-text('step 8')")
     page.set_input_files("#file", files=[{"name": "notes.txt", "mimeType": "text/plain",

@@ -29,7 +29,6 @@ LONGEST_LOOP = 4  # pieces in the longest n-gram a loop repeats
 FEWEST_PIECES = 4  # sources shorter than this many pieces have too few for a length check
 SCRIPT_SHARE = 0.5  # of an output's letters, outside its language's scripts: the wrong script
 COPY_SHARE = 0.75  # of an output's words, found in its source: a copy
-RETRY_BEAM = 8  # the narrowest beam a retry searches with
 
 
 @dataclass(frozen=True)
@@ -94,12 +93,12 @@ def loops(pieces: list[str]) -> bool:
 
 
 def retried(decode: DecodeConfig) -> DecodeConfig:
-    """The search a failed translation gets again: a beam twice as wide (at least RETRY_BEAM), a length penalty of
-    at least 1 (longer outputs rank higher), no trigram twice (or the decode's own no-repeat size), and a limit
-    longer by one source length."""
-    return decode.replace(beam_size=max(2 * decode.beam_size, RETRY_BEAM), alpha=max(decode.alpha, 1.0),
-                          no_repeat_ngram_size=decode.no_repeat_ngram_size or 3, max_len_a=decode.max_len_a + 1,
-                          sample=False)
+    """The search a failed translation gets again: greedy (a beam as wide as the n-best list where it holds more
+    than one), whose outputs run longer than beam search's, with no length penalty, no trigram twice (or the
+    decode's own no-repeat size), and a limit longer by one source length. It costs little: a greedy search of the
+    failed sentences alone."""
+    return decode.replace(beam_size=decode.nbest, alpha=0.0, no_repeat_ngram_size=decode.no_repeat_ngram_size or 3,
+                          max_len_a=decode.max_len_a + 1, sample=False)
 
 
 def on_failure(text: str, how: str) -> str:
