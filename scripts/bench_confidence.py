@@ -84,8 +84,9 @@ def bench_test(translator, name: str, sources: list[str], references: list[str],
             "forced pass % of search": round(100 * forced / searching, 1)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parsed(description: str, *more: tuple[str, dict]) -> argparse.Namespace:
+    """The options of this benchmark and of bench_guard.py, and `more` of the caller's own (flag, settings)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--dev", nargs=2, type=Path, metavar=("SRC", "REF"),
                         default=(TATOEBA / "dev.zh", TATOEBA / "dev.en"), help="default: Tatoeba's dev set")
@@ -97,14 +98,20 @@ def main() -> None:
     parser.add_argument("--abstain", type=float, default=0.1, help="the share of least confident sentences")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("BENCH_THREADS", 2)),
                         help="torch threads (default: $BENCH_THREADS, else 2)")
+    for flag, settings in more:
+        parser.add_argument(flag, **settings)
     args = parser.parse_args()
-    tests = args.tests or [("tatoeba", TATOEBA / "test.zh", TATOEBA / "test.en")]
+    args.tests = args.tests or [("tatoeba", TATOEBA / "test.zh", TATOEBA / "test.en")]
+    return args
 
+
+def fitted(args: argparse.Namespace):
+    """The checkpoint's translator, its estimator and normal lengths and scripts fitted on --dev as `mt confidence`
+    fits them (in a temporary folder: the checkpoint's own are left alone), and its decode settings (--beam)."""
     import torch
 
-    from mt.decode.confidence import Estimator
     from mt.decode.confidence_fit import fit_confidence
-    from mt.decode.translator import load_translator
+    from mt.decode.translator import load_fitted, load_translator
 
     torch.set_num_threads(args.threads)
     translator = load_translator(args.checkpoint, "cpu")
@@ -112,10 +119,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         print(fit_confidence(translator, Path(folder) / "model.pt", lines(args.dev[0], None),
                              [lines(args.dev[1], None)], decode))
-        estimator, _ = Estimator.load(Path(folder) / "model.confidence.json")
+        translator.estimator, translator.normal = load_fitted(Path(folder) / "model.pt", translator.facts,
+                                                              translator.tokenizer.vocab_hash)
+    return translator, decode
+
+
+def main() -> None:
+    args = parsed(__doc__)
+    translator, decode = fitted(args)
     print(f"# confidence: {args.checkpoint}, beam {decode.beam_size}, torch {args.threads} thread(s)")
     rows = [bench_test(translator, name, lines(Path(src), args.limit), lines(Path(ref), args.limit), decode,
-                       estimator, args) for name, src, ref in tests]
+                       translator.estimator, args) for name, src, ref in args.tests]
     record("bench_confidence.py", f"confidence, {args.checkpoint}: fitted on {args.dev[0]} "
            f"({len(lines(args.dev[0], None)):,} sentences), beam {decode.beam_size}, {args.threads} thread(s)",
            rows)

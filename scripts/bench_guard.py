@@ -27,23 +27,15 @@ on), as a share of all errors.
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
+from bench_confidence import fitted, lines, parsed  # scripts/bench_confidence.py: the options, the fitting
 from records import record  # scripts/records.py: the results file
 
-ROOT = Path(__file__).resolve().parents[1]
-TATOEBA = ROOT.parent / "shared" / "data" / "zh-en" / "tatoeba"
 KINDS = ("copy", "truncated", "loop", "other")
-
-
-def lines(path: Path, limit: int | None) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines()[:limit]
 
 
 def injected(sources: list[str], translations: list[str], rng: random.Random) -> dict[str, list[tuple[int, str]]]:
@@ -128,39 +120,13 @@ def bench_test(translator, name: str, sources: list[str], references: list[str],
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", type=Path, required=True)
-    parser.add_argument("--dev", nargs=2, type=Path, metavar=("SRC", "REF"),
-                        default=(TATOEBA / "dev.zh", TATOEBA / "dev.en"), help="default: Tatoeba's dev set")
-    parser.add_argument("--test", nargs=3, action="append", dest="tests", metavar=("NAME", "SRC", "REF"),
-                        help="a test set (repeatable; default: Tatoeba's test set)")
-    parser.add_argument("--limit", type=int, default=None, help="the first N lines of each test set")
-    parser.add_argument("--beam", type=int, default=None, help="default: the checkpoint's decode settings")
-    parser.add_argument("--error-chrf", type=float, default=30.0, help="an error: sentence chrF below this")
-    parser.add_argument("--abstain", type=float, default=0.1, help="the share of least confident sentences")
-    parser.add_argument("--seed", type=int, default=1, help="which other sentence's translation is injected")
-    parser.add_argument("--threads", type=int, default=int(os.environ.get("BENCH_THREADS", 2)),
-                        help="torch threads (default: $BENCH_THREADS, else 2)")
-    args = parser.parse_args()
-    tests = args.tests or [("tatoeba", TATOEBA / "test.zh", TATOEBA / "test.en")]
-
-    import torch
-
-    from mt.decode.confidence_fit import fit_confidence
-    from mt.decode.translator import load_fitted, load_translator
-
-    torch.set_num_threads(args.threads)
-    translator = load_translator(args.checkpoint, "cpu")
-    decode = translator.decode.replace(beam_size=args.beam) if args.beam else translator.decode
-    with tempfile.TemporaryDirectory() as folder:
-        print(fit_confidence(translator, Path(folder) / "model.pt", lines(args.dev[0], None),
-                             [lines(args.dev[1], None)], decode))
-        translator.estimator, translator.normal = load_fitted(Path(folder) / "model.pt", translator.facts,
-                                                              translator.tokenizer.vocab_hash)
+    args = parsed(__doc__, ("--seed", {"type": int, "default": 1,
+                                       "help": "which other sentence's translation is injected"}))
+    translator, decode = fitted(args)
     print(f"# failure guard: {args.checkpoint}, beam {decode.beam_size}, normal {translator.normal}, torch "
           f"{args.threads} thread(s)")
     rows = [bench_test(translator, name, lines(Path(src), args.limit), lines(Path(ref), args.limit), decode, args)
-            for name, src, ref in tests]
+            for name, src, ref in args.tests]
     record("bench_guard.py", f"failure guard, {args.checkpoint}: fitted on {args.dev[0]} "
            f"({len(lines(args.dev[0], None)):,} sentences), beam {decode.beam_size}, seed {args.seed}, "
            f"{args.threads} thread(s)", rows)

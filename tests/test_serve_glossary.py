@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("starlette")
 
 from conftest import running  # noqa: E402
-from test_serve import Recording, answered, checkpoint, mt_serve, offline, post, translator  # noqa: E402,F401 (fixtures)
+from test_serve import (Recording, answered, checkpoint, mt_serve, offline, post,  # noqa: E402,F401 (fixtures)
+                        translator)
 from mt.data.glossary import parse_glossary  # noqa: E402
 from mt.data.terms import TermFinder  # noqa: E402
 from mt.serve.app import create_app  # noqa: E402

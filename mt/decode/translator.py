@@ -108,7 +108,7 @@ class Translator:
         return confidences_of(*self.signals(sources, translations, src_ids), self.estimator)
 
     def read_signals(self, src_ids: list[list[int]], tgt_ids: list[list[int]],
-              log_probs: list[list[float]]) -> tuple[Tensor, list[list[tuple[str, float]]]]:
+                     log_probs: list[list[float]]) -> tuple[Tensor, list[list[tuple[str, float]]]]:
         """Signals [N, F] and words of translations: sources' ids (EOS last), outputs' ids (no EOS), and the
         log-probability of each output token, then EOS's where the output ended."""
         src_pieces = [[self.tokenizer.src.id_to_piece(i) for i in ids[:-1]] for ids in src_ids]
@@ -189,7 +189,7 @@ class Translator:
                 best.text = on_failure(best.text, decode.on_failure)
 
     def failure_of(self, src_ids: list[int], translation: Translation, decode: DecodeConfig,
-                 terms: Terms | None) -> str | None:
+                   terms: Terms | None) -> str | None:
         """How a translation of a source fails (guard.failure), kept in it; None when it passes."""
         limit = output_limit(decode, len(src_ids), self.engine.max_positions, longest_forms(terms))
         src_pieces = [self.tokenizer.src.id_to_piece(i) for i in src_ids[:-1]]
