@@ -179,11 +179,16 @@ class Translator:
             return
         again = retried(decode)
         found = self._search([src_ids[i] for i in failed], again, [terms[i] for i in failed] if terms else None)
+        # the two to choose between, each with its confidence: read in a forced pass where its search gave none
+        unread = [(src_ids[i], t) for i, new in zip(failed, found) for t in (outputs[i][0], new[0])
+                  if t.confidence is None]
+        read = self.confidences([""] * len(unread), [t.text for _, t in unread], [ids for ids, _ in unread])
+        for (_, translation), confidence in zip(unread, read):
+            translation.confidence = confidence
         for i, translations in zip(failed, found):
             best, new = outputs[i][0], translations[0]
             new.failure = self.failure_of(src_ids[i], new, again, terms[i] if terms else None)
-            more_confident = new.confidence and best.confidence and new.confidence.score > best.confidence.score
-            if new.failure is None or more_confident:
+            if new.failure is None or new.confidence.score > best.confidence.score:
                 outputs[i], best = translations, new
             if best.failure is not None:
                 best.text = on_failure(best.text, decode.on_failure)
