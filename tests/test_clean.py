@@ -18,8 +18,8 @@ from mt.config import load_config
 from mt.core.errors import MtError
 from mt.data.config import CorpusConfig, DataConfig
 from mt.data.corpora import TrainingMixture
-from mt.data.filters import (CopyFilter, DuplicateSourcesFilter, DuplicatesFilter, LengthFilter, LexicalFilter,
-                             NumbersFilter, QuestionsFilter, RatioFilter, ScriptFilter, UrlsFilter)
+from mt.data.filters import (CopyFilter, DuplicateSourcesFilter, DuplicatesFilter, LangidFilter, LengthFilter,
+                             LexicalFilter, NumbersFilter, QuestionsFilter, RatioFilter, ScriptFilter, UrlsFilter)
 
 ZH_EN = DataConfig()
 
@@ -54,6 +54,12 @@ GOOD = [("我爱你。", "I love you."), ("汤姆说他三十岁。", "Tom said 
 ])
 def test_each_row_filter_removes_its_damage_and_keeps_good_pairs(chosen, bad):
     assert kept(GOOD + [bad], chosen) == GOOD
+
+
+def test_langid_removes_a_side_in_another_language():
+    french = ("我不知道你是什么意思。", "Je ne sais pas ce que tu veux dire.")
+    assert kept([("我不知道你是什么意思。", "I don't know what you mean."), french], LangidFilter()) == [
+        ("我不知道你是什么意思。", "I don't know what you mean.")]
 
 
 def test_ratio_is_measured_against_the_corpus_median():

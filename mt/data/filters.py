@@ -363,4 +363,4 @@ def _language_identifier() -> Any:
         from py3langid.langid import MODEL_FILE, LanguageIdentifier
     except ImportError:
         raise MtError("the langid filter needs py3langid: pip install 'mt[langid]'")
-    return LanguageIdentifier.from_pickled_model(MODEL_FILE)
+    return LanguageIdentifier.from_model_file(MODEL_FILE)
