@@ -490,8 +490,12 @@ def serve(host: Annotated[str, typer.Option("--host", help="The address to liste
           glossary: Annotated[Optional[Path], typer.Option(
               "--glossary", help="The server's glossary (SOURCE<TAB>TARGET lines): its terms hold in every "
               "translation; a request's own glossary is added to it (docs/serving.md#glossaries).")] = None,
-          glossary_mode: GlossaryModeOption = "hard", model: ModelChoice | None = None,
-          limits: ServeConfig | None = None, decode: dict | None = None):
+          glossary_mode: GlossaryModeOption = "hard",
+          suggestions: Annotated[Optional[Path], typer.Option(
+              "--suggestions", help="Take suggestions (LibreTranslate's POST /suggest) and keep them in this SQLite "
+              "file (made where there is none): the model judges each, and an accepted one answers its source "
+              "(docs/serving.md#suggestions).")] = None,
+          model: ModelChoice | None = None, limits: ServeConfig | None = None, decode: dict | None = None):
     """Serve a model over HTTP: LibreTranslate's API (its clients work unchanged), mt's own API, and a page to try
     it in at /. Concurrent requests are decoded together. SIGTERM or Ctrl-C finish the requests in flight, then stop.
     Needs the serve extra (the README's set-up installs it)."""
@@ -514,7 +518,7 @@ def serve(host: Annotated[str, typer.Option("--host", help="The address to liste
     except MtError:
         raise MtError(f"beam {translator.decode.beam_size} (--beam, or the checkpoint's decode.beam_size): over "
                       f"--max-beam {limits.max_beam}")
-    run_server(translator, model.engine, limits, host, port, keys, terms, glossary_mode == "soft")
+    run_server(translator, model.engine, limits, host, port, keys, terms, glossary_mode == "soft", suggestions)
 
 
 def run(args: list[str] | None = None) -> int:

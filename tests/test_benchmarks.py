@@ -582,3 +582,14 @@ def test_bench_guard(checkpoint, corpus_dir, dev_60, tmp_path):
     [row] = entry["figures"]
     assert row["passing unchanged"] == row["passing"]  # the guard changes no translation that passes
     assert 0 <= row["AUROC copy"] <= 1 and 0 <= row["AUROC all"] <= 1
+
+
+def test_bench_suggest(checkpoint, corpus_dir, dev_60, tmp_path):
+    """20 Tatoeba test sentences suggested for five ways, judged, and the accepted ones sent to a server."""
+    out = run("bench_suggest.py", "--checkpoint", str(checkpoint), "--dev", *map(str, dev_60), "--set",
+              str(corpus_dir / "test.zh"), str(corpus_dir / "test.en"), tmp_path=tmp_path)
+    assert lines_like(rf"genuine: 20 suggestions, {NUMBER}% accepted; refused: .*", out)
+    assert lines_like(rf"{NUMBER} ms a judgement; (\d+) of the \1 suggestions a server accepted reproduced at once", out)
+    [entry] = recorded(tmp_path, "bench_suggest")
+    assert [row["kind"] for row in entry["figures"]] == ["genuine", "loop", "copy", "other language", "unrelated",
+                                                        "accepted by a server, reproduced at once"]

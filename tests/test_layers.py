@@ -24,7 +24,8 @@ MODULES = {  # bottom up inside each package
     "clean": [{"contamination"}, {"cleaning"}, {"report"}],
     "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"glossary_modes"}, {"documents", "texts"}, {"files"}],
     "train": [{"prepare", "loss", "training_log"}, {"trainer", "progress", "updates"}, {"validation"}, {"loop"}],
-    "serve": [{"errors", "languages", "batcher", "limits", "answers", "translation_cache"}, {"downloads", "bodies"},
+    "serve": [{"errors", "languages", "batcher", "limits", "answers", "translation_cache", "suggestions"},
+              {"downloads", "bodies"},
               {"requests", "pipeline"}, {"admission"}, {"libretranslate", "mt_api"}, {"app"}, {"server"}],
 }
 

@@ -462,7 +462,8 @@ def test_request_fields_take_their_types_from_json_or_a_form_and_name_the_field_
 
 def test_request_fields_are_listed_for_the_docs_from_the_declarations_requests_are_parsed_with():
     fields = request_fields()
-    assert list(fields) == ["POST /translate", "POST /translate_file", "POST /detect", "POST /api/translate"]
+    assert list(fields) == ["POST /translate", "POST /translate_file", "POST /detect", "POST /api/translate",
+                            "POST /suggest", "GET /api/suggestions", "POST /api/suggestions/{id}"]
     assert {"name": "alternatives", "type": "a whole number", "range": "from 0 to --max-beam − 1", "default": "0",
             "help": "Other translations per text besides the best (none for HTML)."} in fields["POST /translate"]
     options = {field["name"]: field for field in fields["POST /api/translate"]}

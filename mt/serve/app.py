@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -31,17 +32,19 @@ from mt.serve.limits import ServeConfig
 from mt.serve.mt_api import MtApi
 from mt.serve.pipeline import Pipeline
 from mt.serve.requests import Bounds
+from mt.serve.suggestions import Suggestions
 
 
 def create_app(translator: Translator, engine: str, limits: ServeConfig, api_keys: frozenset[str] = frozenset(),
-               glossary: Glossary | None = None, soft: bool = False):
+               glossary: Glossary | None = None, soft: bool = False, suggestions: Path | None = None):
     """The ASGI application (Starlette), with the server's glossary for requests that bring none; `soft`: the
-    glossaries' mode (mt/text/glossary_modes.py)."""
+    glossaries' mode (mt/text/glossary_modes.py); `suggestions`: the SQLite file that keeps them
+    (mt/serve/suggestions.py; none: POST /suggest is refused, as LibreTranslate refuses it by default)."""
     # A malformed multipart form is answered 400; its parser's own warning for each would let any client fill the log.
     logging.getLogger("python_multipart").setLevel(logging.ERROR)
     data = translator.config.data
     admission = Admission(Bounds(limits, data.src_lang, data.tgt_lang), api_keys)
-    pipeline = Pipeline(translator, limits, glossary, soft)
+    pipeline = Pipeline(translator, limits, glossary, soft, Suggestions(suggestions) if suggestions else None)
     libre, own = LibreTranslate(pipeline, admission), MtApi(pipeline, admission, engine)
 
     @asynccontextmanager
@@ -53,6 +56,8 @@ def create_app(translator: Translator, engine: str, limits: ServeConfig, api_key
         finally:  # uvicorn has answered the requests in flight by now
             await asyncio.to_thread(pipeline.stop)
             libre.stop()
+            if pipeline.suggestions is not None:
+                pipeline.suggestions.close()
 
     async def refused(request, error: ApiError):
         return JSONResponse({"error": str(error)}, error.status)
@@ -69,6 +74,9 @@ def create_app(translator: Translator, engine: str, limits: ServeConfig, api_key
               Route("/detect", libre.detect, methods=["POST"]),
               Route("/languages", libre.languages, methods=["GET", "POST"]),
               Route("/frontend/settings", libre.frontend_settings), Route("/health", libre.health),
-              Route("/api/translate", own.translate, methods=["POST"]), Route("/api/info", own.info)]
+              Route("/suggest", libre.suggest, methods=["POST"]),
+              Route("/api/translate", own.translate, methods=["POST"]), Route("/api/info", own.info),
+              Route("/api/suggestions", own.suggestions, methods=["GET"]),
+              Route("/api/suggestions/{number:int}", own.decide, methods=["POST"])]
     return Starlette(routes=routes, lifespan=lifespan,
                      exception_handlers={ApiError: refused, HTTPException: http_error, Exception: failed})

@@ -20,11 +20,13 @@ from mt.serve.downloads import Downloads
 from mt.serve.errors import ApiError
 from mt.serve.languages import LANGUAGE_NAMES, confidence
 from mt.serve.pipeline import Pipeline
-from mt.serve.requests import DetectRequest, FileRequest, LibreTranslateRequest
+from mt.serve.requests import DetectRequest, FileRequest, LibreTranslateRequest, SuggestRequest
+from mt.serve.suggestions import Judgement
 from mt.text.documents import FORMATS, read_document
 from mt.text.glossary_modes import GlossaryUse
 from mt.text.markup import read_html
 from mt.text.marks import Marked
+from mt.text.texts import split_for
 
 
 class LibreTranslate:
@@ -136,9 +138,29 @@ class LibreTranslate:
 
         keys = bool(self.admission.api_keys)
         return JSONResponse({"charLimit": self.limits.char_limit, "frontendTimeout": 500, "apiKeys": keys,
-                             "keyRequired": keys, "suggestions": False, "filesTranslation": True,
+                             "keyRequired": keys, "suggestions": self.pipeline.suggestions is not None,
+                             "filesTranslation": True,
                              "supportedFilesFormat": list(FORMATS),
                              "language": {"source": language(self.source), "target": language(self.target)}})
+
+    async def suggest(self, request: Request) -> Response:
+        """A better translation of a sentence: judged by the model, kept (on disk before the answer), and answering
+        its source where accepted. LibreTranslate's answer, {"success": true}, with mt's own
+        "accepted" and "reason"."""
+        suggestions = self.pipeline.suggestions
+        if suggestions is None:
+            raise ApiError(403, "Suggestions are disabled on this server.")
+        ask = await self.admission.admit(request, SuggestRequest)
+        source, suggestion = ask.q.strip(), ask.s.strip()
+        if not source or not suggestion:
+            raise ApiError(400, f"Invalid request: missing {'q' if not source else 's'} parameter")
+        split = await asyncio.to_thread(split_for, self.pipeline.translator, [Marked(source)])
+        if len(split.sentences) != 1:
+            judgement = Judgement(False, "its source is not one sentence: suggest each sentence on its own")
+        else:
+            judgement = await self.pipeline.judge(request, source, suggestion)
+        await asyncio.to_thread(suggestions.add, source, suggestion, (ask.source, ask.target), judgement)
+        return JSONResponse({"success": True, "accepted": judgement.accepted, "reason": judgement.reason})
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})

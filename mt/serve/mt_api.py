@@ -4,6 +4,7 @@ options, cross-attention maps), GET /api/info (the model's facts, the cache's co
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from importlib import resources
 
@@ -15,7 +16,8 @@ from mt.serve.admission import Admission
 from mt.serve.answers import lines_json
 from mt.serve.errors import ApiError
 from mt.serve.pipeline import Pipeline
-from mt.serve.requests import DECODE_OPTIONS, TranslateRequest
+from mt.serve.requests import DECODE_OPTIONS, DecisionRequest, SuggestionsRequest, TranslateRequest
+from mt.serve.suggestions import Suggestions
 from mt.text.marks import Marked
 
 
@@ -47,6 +49,30 @@ class MtApi:
                                              glossary)
         answer = lines_json(lines, done, terms=glossary is not None)
         return JSONResponse({"decode": dataclasses.asdict(decode), "lines": answer})
+
+    async def suggestions(self, request: Request) -> Response:
+        """An operator's list of the suggestions, newest first (one of the server's API keys needed)."""
+        store = self._operated()
+        ask = await self.admission.admit(request, SuggestionsRequest)
+        return JSONResponse({"suggestions": await asyncio.to_thread(store.listed, ask.status, ask.limit)})
+
+    async def decide(self, request: Request) -> Response:
+        """An operator's decision on a suggestion: accepted (it answers its source) or refused (it does not)."""
+        store = self._operated()
+        ask = await self.admission.admit(request, DecisionRequest)
+        number = request.path_params["number"]
+        row = await asyncio.to_thread(store.decide, number, ask.status, ask.reason or f"{ask.status} by an operator")
+        if row is None:
+            raise ApiError(404, f"no suggestion {number}")
+        return JSONResponse(row)
+
+    def _operated(self) -> Suggestions:
+        """The suggestions, where the server keeps them and has API keys, which an operator's requests need."""
+        if self.pipeline.suggestions is None:
+            raise ApiError(403, "Suggestions are disabled on this server.")
+        if not self.admission.api_keys:
+            raise ApiError(403, "Deciding on suggestions needs one of the server's API keys: start it with --api-keys")
+        return self.pipeline.suggestions
 
     async def info(self, request: Request) -> Response:
         config, tokenizer = self.translator.config, self.translator.tokenizer

@@ -15,12 +15,14 @@ from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.data.glossary import Glossary, merged
 from mt.data.terms import TermFinder
-from mt.decode.translator import Translator
+from mt.decode.confidence import Confidence
+from mt.decode.translator import Translation, Translator
 from mt.text.glossary_modes import GlossaryUse
 from mt.serve.answers import Done
 from mt.serve.batcher import BatchingWorker, Busy
 from mt.serve.errors import ApiError
 from mt.serve.limits import ServeConfig
+from mt.serve.suggestions import Judgement, Suggestions, judge
 from mt.serve.translation_cache import Cache
 from mt.text.marks import Marked
 from mt.text.texts import finish, split_for
@@ -35,8 +37,9 @@ class Pipeline:
     lifespan)."""
 
     def __init__(self, translator: Translator, limits: ServeConfig, glossary: Glossary | None = None,
-                 soft: bool = False):
+                 soft: bool = False, suggestions: Suggestions | None = None):
         self.translator, self.limits, self.glossary, self.soft = translator, limits, glossary, soft
+        self.suggestions = suggestions  # their accepted ones answer their sources (mt serve --suggestions)
         # each request's glossary is merged with the server's, which may be long: made ready once, kept a while
         self._use = functools.lru_cache(maxsize=GLOSSARIES_KEPT)(self._ready)
         self.default_terms = self._use(glossary) if glossary is not None else None
@@ -89,7 +92,8 @@ class Pipeline:
         has them (for the same settings and glossary) and no map is asked for; the others (each once) from the
         worker, as one job."""
         settings = (dataclasses.astuple(decode), glossary.finder.key if glossary is not None else None)
-        found = [None if attention else self.cache.get((sentence, settings)) for sentence in sentences]
+        found = [None if attention else self.remembered(sentence) or self.cache.get((sentence, settings))
+                 for sentence in sentences]
         todo = list(dict.fromkeys(sentence for sentence, hit in zip(sentences, found) if hit is None))
         done, maps = {}, {}
         if todo:
@@ -99,6 +103,16 @@ class Pipeline:
             done, maps = dict(zip(todo, nbests)), dict(zip(todo, attentions or []))
         found = [hit or done[sentence] for sentence, hit in zip(sentences, found)]
         return found, [maps.get(sentence, [None] * len(nbest)) for sentence, nbest in zip(sentences, found)]
+
+    def remembered(self, sentence: str) -> list[Translation] | None:
+        """An accepted suggestion's translation of the sentence, a person's: sure, each word too."""
+        if self.suggestions is None or (text := self.suggestions.memory.get(sentence.strip())) is None:
+            return None
+        return [Translation(text, 0.0, confidence=Confidence(1.0, [(word, 1.0) for word in text.split()]))]
+
+    async def judge(self, request: Request, source: str, suggestion: str) -> Judgement:
+        """The model's judgement of a suggestion (suggestions.judge), on the worker's thread."""
+        return await self._on_worker(request, self.worker.call, lambda: judge(self.translator, source, suggestion))
 
     async def _on_worker(self, request: Request, submit, *args):
         """What the worker gives for work queued with `submit` (its submit or call). A client that leaves while

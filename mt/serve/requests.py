@@ -223,6 +223,33 @@ class DetectRequest(TextsRequest):
     api_key: ApiKey = None
 
 
+class SuggestRequest(Request):
+    """POST /suggest, LibreTranslate's."""
+
+    q: Annotated[str, Given, Within()] = Field(description="The source text: one sentence.")
+    s: Annotated[str, Given, Within()] = Field(description="A better translation of it.")
+    source: Source = Field(description="The source language's code.")
+    target: Target = Field(description="The target language's code.")
+    api_key: ApiKey = None
+
+
+class SuggestionsRequest(Request):
+    """GET /api/suggestions, mt's own: an operator's list."""
+
+    status: Optional[Literal["accepted", "refused"]] = Field(None, description="Only those (default: all).")
+    limit: Annotated[int, Spelt, Ge(1), Le(1000)] = Field(100, description="The newest this many.")
+    api_key: ApiKey = None
+
+
+class DecisionRequest(Request):
+    """POST /api/suggestions/{id}, mt's own: an operator's decision on one suggestion."""
+
+    status: Literal["accepted", "refused"] = Field(description="accepted: it answers its source; refused: it "
+                                                               "does not.")
+    reason: Annotated[str, Within()] = Field("", description="Why (kept with it).")
+    api_key: ApiKey = None
+
+
 # The decode keys a request may set, by the names of their command-line options: beam, alpha, nbest, split, …
 DECODE_OPTIONS = {f.name: flag_of(f)[2:].replace("-", "_") for f in dataclasses.fields(DecodeConfig)
                   if f.metadata["per_request"]}
@@ -329,7 +356,8 @@ def _span(field: FieldInfo, limits: ServeConfig | None = None) -> str:
 
 
 ROUTES = {"POST /translate": LibreTranslateRequest, "POST /translate_file": FileRequest,
-          "POST /detect": DetectRequest, "POST /api/translate": TranslateRequest}
+          "POST /detect": DetectRequest, "POST /api/translate": TranslateRequest, "POST /suggest": SuggestRequest,
+          "GET /api/suggestions": SuggestionsRequest, "POST /api/suggestions/{id}": DecisionRequest}
 
 
 def request_fields() -> dict[str, list[dict[str, str]]]:
