@@ -589,7 +589,8 @@ def test_bench_suggest(checkpoint, corpus_dir, dev_60, tmp_path):
     out = run("bench_suggest.py", "--checkpoint", str(checkpoint), "--dev", *map(str, dev_60), "--set",
               str(corpus_dir / "test.zh"), str(corpus_dir / "test.en"), tmp_path=tmp_path)
     assert lines_like(rf"genuine: 20 suggestions, {NUMBER}% accepted; refused: .*", out)
-    assert lines_like(rf"{NUMBER} ms a judgement; (\d+) of the \1 suggestions a server accepted reproduced at once", out)
+    assert lines_like(rf"{NUMBER} ms a judgement; (\d+) of the \1 sentences a server accepted a suggestion for "
+                      r"answered with it at once", out)
     [entry] = recorded(tmp_path, "bench_suggest")
     assert [row["kind"] for row in entry["figures"]] == ["genuine", "loop", "copy", "other language", "unrelated",
-                                                        "accepted by a server, reproduced at once"]
+                                                        "accepted by a server, answered with it at once"]

@@ -1,6 +1,7 @@
 """Suggestions (POST /suggest): refused with a reason where they are junk, kept on disk before the answer (a killed
 server loses none), an accepted one answering its source at once, and an operator's decisions."""
 
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -16,18 +17,26 @@ from conftest import running  # noqa: E402
 from mt.decode.score import PairScore  # noqa: E402
 from mt.serve.app import create_app  # noqa: E402
 from mt.serve.limits import ServeConfig  # noqa: E402
-from mt.serve.suggestions import UNRELATED, Judgement, Suggestions, judge  # noqa: E402
+from mt.decode.guard import Normal  # noqa: E402
+from mt.serve.suggestions import UNRELATED, Judgement, Suggestions, judge, other_language  # noqa: E402
 from test_serve import answered, checkpoint, mt_serve, post, translator  # noqa: E402,F401 (fixtures)
 
 
 @pytest.mark.parametrize("suggestion, reason", [
     ("aaaa aaaa aaaa aaaa", "it repeats itself"),
-    ("我爱你们。", "it is in another language (zh)"),
+    ("我爱你们。", "it is not written in the target language's script"),
     ("Je ne sais pas ce que tu veux dire.", "it is in another language (fr)"),
     ("", "it is far shorter than translations of the source are"),
 ])
 def test_junk_is_refused_with_its_reason(translator, suggestion, reason):
-    assert judge(translator, "我不知道你是什么意思。", suggestion) == Judgement(False, reason)
+    english = dataclasses.replace(translator, normal=Normal(scripts=("LATIN",)))  # as `mt confidence` fits it
+    assert judge(english, "我不知道你是什么意思。", suggestion) == Judgement(False, reason)
+
+
+def test_a_short_suggestion_is_not_put_to_the_language_identifier(translator):
+    assert other_language("OK.", "en") == "sr"  # py3langid's guess on two letters
+    english = dataclasses.replace(translator, normal=Normal(scripts=("LATIN",)))
+    assert judge(Scoring(english, -1.0, -3.0), "好的。", "OK.").accepted
 
 
 class Scoring:

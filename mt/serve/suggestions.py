@@ -20,7 +20,8 @@ from mt.decode.guard import failure
 from mt.decode.translator import Translator
 
 UNRELATED = 0.25  # nats per token: a suggestion the source makes no likelier than this is unrelated to it
-LANGUAGE_SHARE = 0.9  # py3langid's probability of another language that refuses a suggestion
+TARGET_SHARE = 0.01  # py3langid's probability of the target language below which a suggestion is in another
+LANGID_WORDS = 3  # the fewest words py3langid is asked about: it takes "OK." and "Sure." for Serbian
 WHY = {"copy": "it copies the source", "loop": "it repeats itself", "cut": "it is too long",
        "short": "it is far shorter than translations of the source are", "long": "it is far longer than translations "
        "of the source are", "script": "it is not written in the target language's script"}
@@ -35,8 +36,9 @@ class Judgement:
 
 def judge(translator: Translator, source: str, suggestion: str) -> Judgement:
     """Whether a suggestion may stand as the translation of `source` (one sentence): refused where the failure guard
-    fails it (mt/decode/guard.py), where it is in another language (py3langid, where installed), or where the model
-    finds it no likelier given the source than given nothing (UNRELATED: an unrelated sentence, another sentence's
+    fails it (mt/decode/guard.py: a copy, a loop, a length far from normal, another script), where it is in another
+    language (py3langid, where installed, for LANGID_WORDS words or more: TARGET_SHARE), or where the model finds it
+    no likelier given the source than given nothing (UNRELATED: an unrelated sentence, another sentence's
     translation)."""
     src_ids = translator.encode([source])[0]
     tgt_ids = translator.tokenizer.encode_tgt([suggestion])[0][1:-1]
@@ -44,8 +46,8 @@ def judge(translator: Translator, source: str, suggestion: str) -> Judgement:
               [translator.tokenizer.tgt.id_to_piece(i) for i in tgt_ids])
     if found := failure(*pieces, suggestion, False, translator.normal):
         return Judgement(False, WHY[found])
-    data = translator.config.data
-    if (other := other_language(suggestion, data.src_lang.split("-")[0], data.tgt_lang.split("-")[0])) is not None:
+    target = translator.config.data.tgt_lang.split("-")[0]
+    if len(suggestion.split()) >= LANGID_WORDS and (other := other_language(suggestion, target)) is not None:
         return Judgement(False, f"it is in another language ({other})")
     given, alone = translator.score([source, ""], [suggestion, suggestion])
     gain = given.mean - alone.mean
@@ -55,30 +57,22 @@ def judge(translator: Translator, source: str, suggestion: str) -> Judgement:
     return Judgement(True, f"{gain:.2f} nats a token likelier given the source")
 
 
-def other_language(text: str, source: str, target: str) -> str | None:
-    """The language py3langid finds `text` in, where it is sure (LANGUAGE_SHARE) that it is not `target`: among the
-    two languages of the model (the source's, a copy or an untranslated suggestion), then among all it knows. None
+def other_language(text: str, target: str) -> str | None:
+    """The language py3langid finds `text` likeliest in, where it gives `target` less than TARGET_SHARE; None
     without py3langid (`pip install 'mt[langid]'`)."""
     try:
-        pair = _identifier((source, target)) if {source, target} <= set(_identifier().nb_classes) else None
+        ranked = _identifier().rank(text)
     except ImportError:
         return None
-    for identifier in filter(None, (pair, _identifier())):
-        found, share = identifier.classify(text)
-        if found != target and share >= LANGUAGE_SHARE:
-            return found
-    return None
+    return ranked[0][0] if dict(ranked).get(target, 0.0) < TARGET_SHARE else None
 
 
 @cache
-def _identifier(languages: tuple[str, ...] = ()):
-    """py3langid's identifier, with probabilities, among `languages` (all: every one it knows): made once."""
+def _identifier():
+    """py3langid's identifier, with probabilities: made once."""
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-    if languages:
-        identifier.set_languages(list(languages))
-    return identifier
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
 class Suggestions:
