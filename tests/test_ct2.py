@@ -85,7 +85,8 @@ def test_each_sentence_is_searched_within_its_own_output_limit(beam, tokenizer, 
     export_ctranslate2(checkpoint, tmp_path / "ct2")
     mt = load_translator(checkpoint, "cpu")
     ct2 = load_translator(tmp_path / "ct2", "cpu", engine="ctranslate2", compute_type="float32")
-    decode = mt.decode.replace(beam_size=beam, nbest=beam, alpha=0.0, max_len_a=1.0, max_len_b=1)  # scores: log p
+    decode = mt.decode.replace(beam_size=beam, nbest=beam, alpha=0.0, max_len_a=1.0, max_len_b=1,
+                               guard=False)  # scores: log p; the engine alone, as mt.engine.search below
     short, long = ct2.encode(["我爱你。", "我们明天去北京看看我们的朋友。"])  # one batch, limits 1 · length + 1
     ours = mt.engine.search([short], decode)[0]
     assert len(ours[0].tokens) == len(short) + 1  # the untrained model runs on to the limit

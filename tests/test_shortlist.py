@@ -158,7 +158,7 @@ def test_ctranslate2_takes_a_shortlist_as_its_vocabulary_map_and_searches_as_mt_
     lines = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()[:8]
     # one output limit for all: CTranslate2 searches a batch in one call, so its map is the whole batch's
     decode = mt_engine.decode.replace(beam_size=beam, alpha=0.0, max_len_a=0.0, max_len_b=12,
-                                      shortlist=str(tmp_path / "list.pt"))
+                                      shortlist=str(tmp_path / "list.pt"), guard=False)  # no retries' own batches
     ours = [t[0].text for t in mt_engine.translate(lines, decode)]
     assert ours != [t[0].text for t in mt_engine.translate(lines, decode.replace(shortlist=""))]
     assert [t[0].text for t in ct2.translate(lines, decode)] == ours

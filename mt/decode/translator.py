@@ -28,7 +28,7 @@ from mt.decode.guard import Normal, failure, on_failure, retried
 from mt.decode.searcher import Searcher
 from mt.decode.steps import Ensemble
 from mt.data.terms import Match, TermFinder, TermUse
-from mt.data.tokenizer import Tokenizer
+from mt.data.tokenizer import EOS, Tokenizer
 from mt.decode.constraints import Terms, WordPieces, longest_forms
 
 log = logging.getLogger(__name__)
@@ -179,16 +179,18 @@ class Translator:
             return
         again = retried(decode)
         found = self._search([src_ids[i] for i in failed], again, [terms[i] for i in failed] if terms else None)
-        # the two to choose between, each with its confidence: read in a forced pass where its search gave none
-        unread = [(src_ids[i], t) for i, new in zip(failed, found) for t in (outputs[i][0], new[0])
-                  if t.confidence is None]
-        read = self.confidences([""] * len(unread), [t.text for _, t in unread], [ids for ids, _ in unread])
-        for (_, translation), confidence in zip(unread, read):
-            translation.confidence = confidence
-        for i, translations in zip(failed, found):
+        # the two to choose between, read alike by either engine: their search's tokens in one forced pass
+        pairs = [(src_ids[i], t) for i, new in zip(failed, found) for t in (outputs[i][0], new[0])]
+        log_probs = token_log_probs(self.engine, [ids for ids, _ in pairs], [t.tokens + [EOS] for _, t in pairs],
+                                    self.decode.max_tokens)
+        read = confidences_of(*self.read_signals([ids for ids, _ in pairs], [t.tokens for _, t in pairs], log_probs),
+                              self.estimator)
+        for (_, translation), confidence in zip(pairs, read):
+            translation.confidence = translation.confidence or confidence  # where its search gave none
+        for k, (i, translations) in enumerate(zip(failed, found)):
             best, new = outputs[i][0], translations[0]
             new.failure = self.failure_of(src_ids[i], new, again, terms[i] if terms else None)
-            if new.failure is None or new.confidence.score > best.confidence.score:
+            if new.failure is None or read[2 * k + 1].score > read[2 * k].score:
                 outputs[i], best = translations, new
             if best.failure is not None:
                 best.text = on_failure(best.text, decode.on_failure)
