@@ -788,6 +788,13 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.fixture(scope="module")
 def page(url):
+    with browsing(url) as page:
+        yield page
+
+
+@contextmanager
+def browsing(url: str):
+    """The server's page at `url` in Debian's Chromium (Playwright)."""
     if CHROMIUM is None:
         pytest.skip("no Chromium on this machine (apt-get install -y chromium)")
     playwright = pytest.importorskip("playwright.sync_api")

@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -19,7 +20,7 @@ from mt.serve.app import create_app  # noqa: E402
 from mt.serve.limits import ServeConfig  # noqa: E402
 from mt.decode.guard import Normal  # noqa: E402
 from mt.serve.suggestions import UNRELATED, Judgement, Suggestions, judge, other_language  # noqa: E402
-from test_serve import answered, checkpoint, mt_serve, post, translator  # noqa: E402,F401 (fixtures)
+from test_serve import answered, checkpoint, mt_serve, offline, post, translator  # noqa: E402,F401 (fixtures)
 
 
 @pytest.mark.parametrize("suggestion, reason", [
@@ -135,9 +136,55 @@ def test_a_killed_server_keeps_every_suggestion_it_answered(checkpoint, tmp_path
     assert all(reason for _, reason in rows)
 
 
+def test_suggestions_interleaved_with_translations_lose_nothing_and_mix_nothing(checkpoint, offline, tmp_path):
+    """4 clients at once, each sending 6 translations and 6 suggestions in turn to a real `mt serve`, killed at the
+    end: every translation is its own sentence's, and every suggestion answered is on disk."""
+    sentences = list(offline)
+
+    def client(n: int) -> list[tuple[str, str]]:
+        done = []
+        for k in range(6):
+            sentence = sentences[(n + k) % len(sentences)]
+            answer = post(url, "/translate", json={"q": sentence, "source": "zh", "target": "en"})
+            done.append((offline[sentence], answered(answer)["translatedText"]))
+            source = f"我有{10 * n + k}本书。"  # no sentence that is translated: no suggestion answers one
+            suggested = post(url, "/suggest", json={"q": source, "s": f"I have {10 * n + k} books.", "source": "zh",
+                                                    "target": "en"})
+            done.append((source, source if suggested.json()["success"] else ""))
+        return done
+
+    with mt_serve("--checkpoint", str(checkpoint), "--suggestions", "s.sqlite", cwd=tmp_path) as (process, url):
+        with ThreadPoolExecutor(4) as pool:
+            results = [pair for found in pool.map(client, range(4)) for pair in found]
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+    assert all(expected == got for expected, got in results)
+    stored = {row[0] for row in sqlite3.connect(tmp_path / "s.sqlite").execute("SELECT source FROM suggestions")}
+    assert stored == {f"我有{10 * n + k}本书。" for n in range(4) for k in range(6)}
+
+
 def test_the_suggestion_fields_are_listed_for_the_docs():
     from mt.serve.requests import request_fields
 
     fields = request_fields()
     assert [f["name"] for f in fields["POST /suggest"]] == ["q", "s", "source", "target", "api_key"]
     assert [f["name"] for f in fields["POST /api/suggestions/{id}"]] == ["status", "reason", "api_key"]
+
+
+def test_the_page_takes_a_suggestion_and_says_what_became_of_it(translator, tmp_path):
+    from test_serve import browsing
+
+    with running(create_app(translator, "mt", ServeConfig(), suggestions=tmp_path / "s.sqlite")) as url, \
+            browsing(url) as page:
+        page.wait_for_selector("#formats:not(:empty)")  # /frontend/settings read: the server takes suggestions
+        page.fill("#text", "我爱你。")
+        page.click("#go")
+        page.wait_for_selector(".line .suggest input")
+        assert page.input_value(".line .suggest input") == translator.translate_lines(["我爱你。"])[0]
+        page.fill(".line .suggest input", "aaaa aaaa aaaa aaaa")
+        page.click(".line .suggest button")
+        page.wait_for_selector(".line .suggest .verdict.refused")
+        assert page.inner_text(".line .suggest .verdict") == "refused: it repeats itself"
+    rows = sqlite3.connect(tmp_path / "s.sqlite").execute("SELECT source, suggestion, status FROM suggestions")
+    assert rows.fetchall() == [("我爱你。", "aaaa aaaa aaaa aaaa", "refused")]
+
