@@ -172,7 +172,8 @@ class Estimator(nn.Module):
         try:
             file = EstimatorFile.model_validate(json.loads(path.read_bytes()))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValidationError) as e:
-            raise MtError(f"{path}: not a confidence estimator mt wrote ({str(e).splitlines()[0]})") from None
+            raise MtError(f"{path}: not a confidence estimator mt wrote ({str(e).splitlines()[0]}); fit it again "
+                          "(mt confidence) or remove it") from None
         if file.signals != list(SIGNALS) or not len(file.weights) == len(file.mean) == len(file.std) == len(SIGNALS):
             raise MtError(f"{path}: fitted on other signals than this mt reads; fit it again (mt confidence)")
         estimator = cls(torch.tensor(file.mean), torch.tensor(file.std))
