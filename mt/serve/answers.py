@@ -11,7 +11,6 @@ from mt.decode.confidence import Confidence
 from mt.decode.translator import Attention, Translation
 from mt.text.marks import Marked, Split
 from mt.text.sentences import Layout
-from mt.text.texts import text_terms
 
 
 @dataclass
@@ -34,30 +33,27 @@ def alternative_texts(done: Done, best: list[str], count: int) -> list[list[str]
 
 
 def page_terms(done: Done, blocks: list[int]) -> list[list[dict]]:
-    """What became of each term of each page, in order, a page being `blocks` of done's texts in a row (an HTML
-    page's blocks; 1 for a plain text)."""
-    per_text, grouped, start = text_terms(done.split, done.found), [], 0
-    for count in blocks:
-        grouped.append([dataclasses.asdict(use) for uses in per_text[start:start + count] for use in uses])
-        start += count
-    return grouped
+    """What became of each term of each page (_pages), in order."""
+    return [[dataclasses.asdict(use) for t in page for use in t.terms] for page in _pages(done, blocks)]
 
 
 def page_confidences(done: Done, blocks: list[int]) -> list[Confidence]:
-    """The confidence of each page's translation (Confidence.joined, of its sentences' best translations), a page
-    being `blocks` of done's texts in a row."""
-    per_text, pages, start = done.split.per_text([nbest[0].confidence for nbest in done.found]), [], 0
-    for count in blocks:
-        pages.append(Confidence.joined([c for sentences in per_text[start:start + count] for c in sentences]))
-        start += count
-    return pages
+    """The confidence of each page's translation (_pages): Confidence.joined, of its sentences'."""
+    return [Confidence.joined([t.confidence for t in page]) for page in _pages(done, blocks)]
 
 
 def page_failures(done: Done, blocks: list[int]) -> list[str | None]:
-    """How each page's translation failed (mt/decode/guard.py): its first failed sentence's failure, or None."""
-    per_text, pages, start = done.split.per_text([nbest[0].failure for nbest in done.found]), [], 0
+    """How each page's translation failed (_pages; mt/decode/guard.py): its first failed sentence's failure, or
+    None."""
+    return [next((t.failure for t in page if t.failure), None) for page in _pages(done, blocks)]
+
+
+def _pages(done: Done, blocks: list[int]) -> list[list[Translation]]:
+    """Each page's sentences' best translations, in order, a page being `blocks` of done's texts in a row (an HTML
+    page's blocks; 1 for a plain text)."""
+    per_text, pages, start = done.split.per_text([nbest[0] for nbest in done.found]), [], 0
     for count in blocks:
-        pages.append(next((f for sentences in per_text[start:start + count] for f in sentences if f), None))
+        pages.append([t for sentences in per_text[start:start + count] for t in sentences])
         start += count
     return pages
 
