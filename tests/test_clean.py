@@ -18,8 +18,9 @@ from mt.config import load_config
 from mt.core.errors import MtError
 from mt.data.config import CorpusConfig, DataConfig
 from mt.data.corpora import TrainingMixture
-from mt.data.filters import (CopyFilter, DuplicateSourcesFilter, DuplicatesFilter, LangidFilter, LengthFilter,
-                             LexicalFilter, NumbersFilter, QuestionsFilter, RatioFilter, ScriptFilter, UrlsFilter)
+from mt.data.filters import (CopyFilter, DuplicateSourcesFilter, DuplicatesFilter, EncodingFilter, GluedFilter,
+                             LangidFilter, LengthFilter, LexicalFilter, MarkupFilter, NumbersFilter, QuestionsFilter,
+                             RatioFilter, ScriptFilter, TruncatedFilter, UrlsFilter)
 
 ZH_EN = DataConfig()
 
@@ -97,12 +98,82 @@ def test_lexical_removes_most_misaligned_pairs_and_few_translations():
     translations_removed = sum(pair not in kept_pairs for i, pair in enumerate(pairs) if i % 10) / (len(pairs) * 0.9)
     assert misaligned_kept < 0.2 and translations_removed < 0.04, (misaligned_kept, translations_removed)
     assert kept(pairs[:9999], LexicalFilter()) == pairs[:9999]  # too few pairs to learn from: left alone
+    aligned = list(zip((zh[i] for i in rows), (en[i] for i in rows)))
+    assert kept(aligned, LexicalFilter()) == aligned  # no sign of misalignment: its free translations stay
 
 
 def test_duplicates_keep_the_first_pair_and_duplicate_sources_keep_as_many_as_asked():
     pairs = [("你好。", "Hello."), ("你好。", " Hello. "), ("你好。", "Hi."), ("你好。", "Good day."), ("再见。", "Bye.")]
     assert kept(pairs, DuplicatesFilter()) == [pairs[0]] + pairs[2:]
     assert kept(pairs, DuplicatesFilter(), DuplicateSourcesFilter(keep=2)) == [pairs[0], pairs[2], pairs[4]]
+
+
+def test_near_duplicates_differ_only_in_case_width_punctuation_spaces_or_chinese_script():
+    first = ("我們走吧！", "Let's go!")
+    near = [("我们走吧。", "let's  go."), ("我们走吧", "LET'S GO"), ("我们走吧！", "Let’s go！")]
+    other = [("我们走吧。", "Let us go."), ("？", "?"), ("?", "?!")]  # nothing left after normalising: exact
+    assert kept([first, *near, *other], DuplicatesFilter()) == [first, *other]
+    assert kept([first, *near, *other], DuplicatesFilter(near=False)) == [first, *near, *other]
+
+
+def test_markup_is_taken_out_of_a_pair_and_a_pair_of_code_or_remnants_is_removed():
+    repaired = [("<p>我爱你。</p>", '<div class="tr">I love you.&nbsp;</div>'),
+                ("汤姆&amp;玛丽", "Tom &amp;amp; Mary"), ("他说：&quot;好。&quot;", 'He said, <b>"Yes."</b>'),
+                ("第一行<br/>第二行", "line one<br>line two")]
+    removed = [("我爱你。", "<script>var a = 1;</script>"), ("我爱你。", "<br/>"),
+               ("我爱你。", '<span style="x">I love {you}</span>')]
+    plain = [("x < 3 而 y > 2", "x < 3 and y > 2"), ("A&B公司", "A&B Inc.")]  # no tag, no entity: as they are
+    assert kept(repaired + removed + plain, MarkupFilter()) == [
+        ("我爱你。", "I love you."), ("汤姆&玛丽", "Tom & Mary"), ('他说："好。"', 'He said, "Yes."'),
+        ("第一行 第二行", "line one line two"), *plain]
+
+
+def test_encoding_damage_is_undone_where_it_can_be_and_removed_where_bytes_were_lost():
+    good = [("我爱你们", "I’m here, café.")]
+    damaged = [(zh.encode().decode("latin-1"), en.encode().decode("cp1252")) for zh, en in good]
+    gbk = [(good[0][0].encode().decode("gbk"), good[0][1])]  # 12 bytes: 6 GBK characters
+    lost = [("我爱你\ufffd", "I love you."), ("锟斤拷", "Hello."), ("你好\x07", "Hello.")]
+    assert kept(good + damaged + gbk + lost, EncodingFilter()) == good * 3
+
+
+def test_the_steps_after_a_repair_and_the_guard_read_the_repaired_text(tmp_path):
+    write_lines(tmp_path / "test.zh", ["汤姆每天早上六点起床。"])
+    write_lines(tmp_path / "test.en", ["Tom gets up at six every morning."])
+    data = DataConfig(test=CorpusConfig(path=str(tmp_path / "test")))
+    wrapped = ("<p>汤姆每天早上六点起床。</p>", "<p>Tom gets up at six every morning.</p>")
+    copied = ("<i>我爱你。</i>", "我爱你。")  # a copy once its tags are out
+    assert kept(GOOD + [wrapped, copied], MarkupFilter(), CopyFilter(), data=data) == GOOD
+    cleaned = clean_corpus("train", corpus(GOOD + [wrapped, copied, ("<b>你好。</b>", "Hello.")]),
+                           bind([MarkupFilter(), CopyFilter()], data, "x"), data, make_guard(data), None)
+    assert cleaned.removed() == {"contamination": 1, "markup": 0, "copy": 1} and cleaned.repaired() == {"markup": 1}
+    assert cleaned.pairs[-1] == {"src": "你好。", "tgt": "Hello."}
+
+
+def tatoeba_sample(n: int) -> list[tuple[str, str]]:
+    require_shared()
+    zh, en = ((TATOEBA / f"train.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("zh", "en"))
+    return [(zh[i], en[i]) for i in np.random.default_rng(0).choice(len(zh), n, replace=False)]
+
+
+def test_truncated_targets_go_by_their_missing_end_or_their_length():
+    pairs = tatoeba_sample(2000)
+    long = [(s, t) for s, t in pairs if len(s) >= 12 and len(t.split()) >= 6][:100]
+    cut = [(s, " ".join(t.split()[:len(t.split()) // 2])) for s, t in long[:50]]          # no final stop
+    cut_at_stop = [(s, t.split()[0] + ".") for s, t in long[50:]]                             # a stop, far too short
+    assert kept(pairs + cut + cut_at_stop, TruncatedFilter()) == pairs
+    unpunctuated = [(s.rstrip("。！？!?."), t) for s, t in pairs]  # subtitles: the Chinese side ends without stops
+    left = kept(unpunctuated + cut, TruncatedFilter())  # sentence ends say nothing there: only the length judges
+    assert left[:len(unpunctuated)] == unpunctuated and len(left) > len(unpunctuated)
+
+
+def test_a_sentence_glued_on_one_side_only_goes_and_one_glued_on_both_sides_stays():
+    pairs = tatoeba_sample(2000)
+    one_side = [(pairs[i][0], f"{pairs[i][1]} {pairs[i + 1][1]}") for i in range(0, 40, 2)]
+    one_side += [(pairs[i][0] + pairs[i + 1][0], pairs[i][1]) for i in range(40, 80, 2)]
+    both = [(pairs[i][0] + pairs[i + 1][0], f"{pairs[i][1]} {pairs[i + 1][1]}") for i in range(80, 120, 2)]
+    left = kept(pairs + one_side + both, GluedFilter())
+    assert sum(pair in left for pair in one_side) <= 2 and all(pair in left for pair in both)
+    assert sum(pair not in left for pair in pairs) <= 4
 
 
 def test_filters_run_in_order_and_name_the_first_that_removed_each_pair():
@@ -169,7 +240,8 @@ def test_each_corpus_of_a_mixture_has_its_own_filters_and_repeats(tmp_path):
     assert [mixture.pairs["src"][r] for r in mixture.rows] == ["你好。"] + ["再见。"] * 4
     facts = cleaning.facts()["corpora"]
     assert facts["train"]["removed"]["copy"] == 1 and facts["train"]["removed"]["duplicates"] == 1
-    assert facts["extra_train[0]"] == {"pairs": 2, "kept": 2, "removed": {"contamination": 0}, "contaminated": 0}
+    assert facts["extra_train[0]"] == {"pairs": 2, "kept": 2, "removed": {"contamination": 0}, "repaired": {},
+                                      "contaminated": 0}
     cached = sorted((tmp_path / "cache").glob("clean-*.npz"))
     assert len(cached) == 2  # the second run reads them
     again = TrainingMixture(data, 1, Cleaning(data, tmp_path / "cache"))

@@ -14,7 +14,7 @@ PACKAGES = [  # bottom up: text → pieces → ids → batches → model → sea
 MODULES = {  # bottom up inside each package
     "core": [{"errors", "memory", "openmp", "schema"},
              {"atomic", "lines", "console", "distributed", "scoring", "stopping", "run_dir"}, {"device", "run_lock"}],
-    "data": [{"script_conversion", "word_translation", "normalise", "glossary"}, {"lexical"}, {"filters"},
+    "data": [{"script_conversion", "word_translation", "normalise", "glossary", "repairs"}, {"lexical"}, {"filters"},
              {"config"}, {"tokenizer"}, {"corpora", "terms"}, {"batching"}],
     "model": [{"config", "dropout"}, {"transformer"}],
     "exchange": [{"checkpoint"}, {"export"}, {"marian"}, {"ctranslate2", "huggingface", "import_huggingface"}],

@@ -1,5 +1,6 @@
 """`mt clean`: the training corpora cleaned without training, and what was removed written where a person can check
-it: report.md (per corpus and step: pairs removed, with examples) and removed.tsv (every removed pair, its reason).
+it: report.md (per corpus and step: pairs removed and repaired, with examples) and removed.tsv (every removed pair,
+its reason).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from mt.data.corpora import TrainingMixture, texts_at
 
 log = logging.getLogger(__name__)
 
-EXAMPLES = 5  # removed pairs shown per step in report.md
+EXAMPLES = 5  # removed and repaired pairs shown per step in report.md
 
 
 def clean(config: Config, sample: int, output: Path | None) -> Path:
@@ -48,7 +49,8 @@ def report(cleaning: Cleaning, seconds: float, seed: int) -> str:
     guard = "removed" if cleaning.data.contamination == "remove" else "kept (data.contamination: keep)"
     lines = ["# What cleaning removed", "",
              f"Cleaned in {seconds:.1f}s. Pairs holding a dev or test sentence: {guard}. Every removed pair is in "
-             "removed.tsv with its reason; each pair counts under the first step that removed it.", ""]
+             "removed.tsv with its reason; each pair counts under the first step that removed it, and a kept pair "
+             "under the first repair that changed it.", ""]
     for cleaned in cleaning.done:
         lines += _corpus_report(cleaned, np.random.default_rng(seed))
     return "\n".join(lines)
@@ -56,9 +58,12 @@ def report(cleaning: Cleaning, seconds: float, seed: int) -> str:
 
 def _corpus_report(cleaned: Cleaned, rng: np.random.Generator) -> list[str]:
     total = len(cleaned.corpus)
-    lines = [f"## {cleaned.name}", "", f"{total:,} pairs, {len(cleaned.pairs):,} kept ({len(cleaned.pairs) / total:.1%}).",
-             "", "| step | removed | share |", "|---|---:|---:|"]
-    lines += [f"| {step} | {n:,} | {n / total:.2%} |" for step, n in cleaned.removed().items()]
+    repaired = cleaned.repaired()
+    kept = len(cleaned.pairs)
+    lines = [f"## {cleaned.name}", "", f"{total:,} pairs, {kept:,} kept ({kept / total:.1%}).",
+             "", "| step | removed | share | repaired (kept) |", "|---|---:|---:|---:|"]
+    lines += [f"| {step} | {n:,} | {n / total:.2%} | {repaired.get(step, 0):,} |"
+              for step, n in cleaned.removed().items()]
     if cleaned.contaminated and not cleaned.removed()[CONTAMINATION]:
         lines += ["", f"{cleaned.contaminated:,} pairs hold a dev or test sentence and were kept."]
     for index, step in enumerate(cleaned.steps):
@@ -66,8 +71,25 @@ def _corpus_report(cleaned: Cleaned, rng: np.random.Generator) -> list[str]:
         if len(rows):
             shown = np.sort(rng.choice(rows, min(EXAMPLES, len(rows)), replace=False))
             lines += ["", f"### removed by {step}", "", "| row | source | target |", "|---:|---|---|"]
-            lines += [f"| {row + 1} | {_cell(src)} | {_cell(tgt)} |" for row, (src, tgt) in zip(shown, _pairs(cleaned, shown))]
+            lines += [f"| {row + 1} | {_cell(src)} | {_cell(tgt)} |"
+                      for row, (src, tgt) in zip(shown, _pairs(cleaned, shown))]
+    lines += _repairs_shown(cleaned, rng)
     return lines + [""]
+
+
+def _repairs_shown(cleaned: Cleaned, rng: np.random.Generator) -> list[str]:
+    """Examples of the kept pairs each repair changed: as read, and as kept."""
+    kept = np.flatnonzero(cleaned.reasons == KEPT)
+    lines = []
+    for index, step in enumerate(cleaned.steps):
+        rows = kept[cleaned.repairs[kept] == index]
+        if len(rows):
+            shown = np.sort(rng.choice(rows, min(EXAMPLES, len(rows)), replace=False))
+            after = zip(*texts_at(cleaned.pairs, np.searchsorted(kept, shown)))
+            lines += ["", f"### repaired by {step}", "", "| row | source, target as read | as kept |", "|---:|---|---|"]
+            lines += [f"| {row + 1} | {_cell(src)} / {_cell(tgt)} | {_cell(new_src)} / {_cell(new_tgt)} |"
+                      for row, (src, tgt), (new_src, new_tgt) in zip(shown, _pairs(cleaned, shown), after)]
+    return lines
 
 
 def removed_tsv(done: list[Cleaned]) -> str:

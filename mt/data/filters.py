@@ -2,8 +2,10 @@
 key), with their defaults, help and ranges, and what it keeps. Declaring one (@registered) adds it to FILTERS, and
 so to CorpusFilter, the union that a config's filters are read as.
 
-A filter is of one of three kinds, by what it reads; mt/clean/cleaning.py runs them in order, each over the pairs
+A filter is of one of four kinds, by what it reads; mt/clean/cleaning.py runs them in order, each over the pairs
 that the ones before it kept:
+- RepairFilter: one side's text, `repaired(text) -> text, or None to remove the pair`; run in parallel batches,
+  and every later step reads the repaired texts.
 - RowFilter: one pair, `keeps(src, tgt, langs) -> bool`; run in parallel batches.
 - ColumnFilter: the columns that row_columns computed of every pair, and which pairs are still kept (`alive`): a bound
   taken from the corpus, or the first of duplicates; `keeps(columns, alive) -> keep mask` over all the pairs.
@@ -30,6 +32,7 @@ from pydantic import Field, model_validator
 from mt.core.errors import MtError
 from mt.core.schema import SECTION, Float, Int, NonNegative, Positive, Share, key, key_error
 from mt.data.normalise import normalised, share_in, stable_hash, writing_system
+from mt.data.repairs import ends_sentence, sentences, without_markup, without_mojibake
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,6 +56,12 @@ class Filter:
     def bound(self, langs: Langs, where: str) -> Filter:
         """The filter with what it takes from the language pair filled in; `where` names it in errors."""
         return self
+
+
+class RepairFilter(Filter, ABC):
+    @abstractmethod
+    def repaired(self, text: str) -> str | None:
+        """A side's text repaired (the same text when there is nothing to repair); None: the pair is removed."""
 
 
 class RowFilter(Filter, ABC):
@@ -86,6 +95,29 @@ def registered(kind: F) -> F:
 
 
 # ---------------------------------------------------------------- the filters, in the order docs/config.md lists them
+
+@registered
+class EncodingFilter(RepairFilter):
+    """encoding: encoding damage repaired where it can be (UTF-8 read as Latin-1, Windows-1252 or GBK: Iâ€™m,
+    æ—¥æœ¬, 鎴戠埍浣); a pair is removed when bytes were lost (U+FFFD, 锟斤拷, control characters) or the damage
+    stays after repair (mt/data/repairs.py)."""
+
+    filter: Literal["encoding"] = key("encoding", "The filter.")
+
+    def repaired(self, text: str) -> str | None:
+        return without_mojibake(text)
+
+
+@registered
+class MarkupFilter(RepairFilter):
+    """markup: HTML tags taken out and entities read (<div class="x">Hello&nbsp;</div> → Hello); a pair is removed
+    when a side held code (script, style), nothing is left of it, or markup remains that is not text."""
+
+    filter: Literal["markup"] = key("markup", "The filter.")
+
+    def repaired(self, text: str) -> str | None:
+        return without_markup(text)
+
 
 @registered
 class LengthFilter(RowFilter):
@@ -129,6 +161,47 @@ class RatioFilter(ColumnFilter):
         median = float(np.median(pair_ratio[measured]))
         short = np.maximum(src, tgt) < self.min_chars
         return short | ((pair_ratio >= median / self.max_factor) & (pair_ratio <= median * self.max_factor))
+
+
+@registered
+class TruncatedFilter(ColumnFilter):
+    """truncated: a target cut short: it does not end a sentence where its source does (in a corpus whose two
+    sides end sentences alike), or its ratio (target characters / source characters) is under 1/max_factor of the
+    ratio usual for sources of its length."""
+
+    filter: Literal["truncated"] = key("truncated", "The filter.")
+    max_factor: Annotated[Float, Field(gt=1)] = key(2.5, "How far under the usual ratio a pair's may be, as a "
+                                                    "factor.")
+    min_chars: NonNegative = key(12, "Pairs whose longer side has fewer characters are not judged by their ratio.")
+    min_agreement: Share = key(0.9, "The smallest share of the pairs whose source ends a sentence whose target ends "
+                                    "one too, for the filter to judge a corpus by its sentence ends.")
+
+    def keeps(self, columns: dict[str, np.ndarray], alive: np.ndarray) -> np.ndarray:
+        import numpy as np
+
+        src_end, tgt_end = columns["src_end"].astype(bool), columns["tgt_end"].astype(bool)
+        ending = alive & src_end
+        agree = ending.any() and tgt_end[ending].mean() >= self.min_agreement
+        cut = src_end & ~tgt_end if agree else np.zeros(len(src_end), dtype=bool)
+        ratio, usual = _ratios(columns, alive)
+        long = np.maximum(columns["src_chars"], columns["tgt_chars"]) >= self.min_chars
+        return ~(cut | (long & (ratio < usual / self.max_factor)))
+
+
+@registered
+class GluedFilter(ColumnFilter):
+    """glued: one side holds more sentences than the other, and is longer than usual for the other's length by
+    max_factor or more: a sentence added on one side only (the sentences of subtitles or crawled pages paired one
+    off). Sentences are counted by their stops, and by sentencex in languages written with spaces."""
+
+    filter: Literal["glued"] = key("glued", "The filter.")
+    max_factor: Annotated[Float, Field(gt=1)] = key(1.3, "How far from the usual ratio the side with more "
+                                                    "sentences may make a pair's, as a factor.")
+
+    def keeps(self, columns: dict[str, np.ndarray], alive: np.ndarray) -> np.ndarray:
+        src, tgt = columns["src_sentences"], columns["tgt_sentences"]
+        ratio, usual = _ratios(columns, alive)
+        return ~(((src > tgt) & (ratio < usual / self.max_factor)) | ((tgt > src) & (ratio > usual * self.max_factor)))
 
 
 @registered
@@ -220,12 +293,20 @@ class QuestionsFilter(ColumnFilter):
 
 @registered
 class DuplicatesFilter(ColumnFilter):
-    """duplicates: a pair seen before in the corpus (spaces at the ends and doubled inside ignored)."""
+    """duplicates: a pair seen before in the corpus, compared normalised as the contamination guard compares
+    texts (case, width, punctuation, spaces and Chinese script ignored), or with `near: false` only spaces at the
+    ends and doubled inside ignored."""
 
     filter: Literal["duplicates"] = key("duplicates", "The filter.")
+    near: bool = key(True, "Pairs that differ only in case, width, punctuation, spaces or Chinese script are "
+                           "duplicates (false: only in spaces).")
 
     def keeps(self, columns: dict[str, np.ndarray], alive: np.ndarray) -> np.ndarray:
-        return _first(columns["pair_key"], alive, 1)
+        """A pair with a side that is nothing after normalising (numbers, punctuation) is compared exactly."""
+        import numpy as np
+
+        near = columns["pair_norm"]
+        return _first(np.where(near != 0, near, columns["pair_key"]) if self.near else columns["pair_key"], alive, 1)
 
 
 @registered
@@ -301,25 +382,33 @@ class LexicalFilter(TextFilter):
     max_pairs: Annotated[Int, Field(ge=1000)] = key(100_000, "The most pairs each half's tables learn from (and at "
                                                     "most 20 million word links), and random pairings scored; drawn "
                                                     "at random.")
+    min_misaligned: Annotated[Float, Field(ge=0, lt=1)] = key(
+        0.02, "The corpus is left alone when its share of misaligned pairs, estimated as twice the share of its "
+        "pairs scoring under the median random pairing, is under this.")
 
     def keeps(self, src: list[str], tgt: list[str], translator_of: Callable[[Path], Any]) -> np.ndarray:
         from mt.data.lexical import lexical_keep
 
-        return lexical_keep(src, tgt, self.quantile, self.max_pairs)
+        return lexical_keep(src, tgt, self.quantile, self.max_pairs, self.min_misaligned)
 
 
 CorpusFilter = Annotated[Union[tuple(FILTERS.values())], Field(discriminator="filter")]
-DEFAULT_FILTERS = [LengthFilter(), CopyFilter(), ScriptFilter(), NumbersFilter(), UrlsFilter(), QuestionsFilter(),
-                   RatioFilter(), DuplicatesFilter(), LexicalFilter()]
+DEFAULT_FILTERS = [EncodingFilter(), MarkupFilter(), LengthFilter(), CopyFilter(), ScriptFilter(), NumbersFilter(),
+                   UrlsFilter(), QuestionsFilter(), RatioFilter(), TruncatedFilter(), GluedFilter(), DuplicatesFilter(),
+                   LexicalFilter()]
 
 
 # ---------------------------------------------------------------- what the filters read
 
-def row_columns(src: list[str], tgt: list[str]) -> dict[str, list]:
-    """What the column filters read of each pair: its sides' characters and the hashes of its source and pair."""
+def row_columns(src: list[str], tgt: list[str], langs: Langs) -> dict[str, list]:
+    """What the column filters read of each pair: its sides' characters, questions, sentence ends and sentences,
+    and the hashes of its source and pair."""
     spaced = [" ".join(s.split()) for s in src], [" ".join(t.split()) for t in tgt]
     return {"src_chars": [_chars(s) for s in src], "tgt_chars": [_chars(t) for t in tgt],
             "src_question": [_question(s) for s in src], "tgt_question": [_question(t) for t in tgt],
+            "src_end": [ends_sentence(s) for s in src], "tgt_end": [ends_sentence(t) for t in tgt],
+            "src_sentences": [sentences(s, langs[0]) for s in src],
+            "tgt_sentences": [sentences(t, langs[1]) for t in tgt],
             "src_key": [stable_hash(s) for s in spaced[0]],
             "pair_key": [stable_hash(f"{s}\t{t}") for s, t in zip(*spaced)]}
 
@@ -340,6 +429,24 @@ def _numbers(text: str, min_digits: int) -> set[str]:
 
 def _urls(text: str) -> set[str]:
     return {url.rstrip(".,;:!?)").lower() for url in URL.findall(unicodedata.normalize("NFKC", text))}
+
+
+def _ratios(columns: dict[str, np.ndarray], alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair's ratio (target characters / source characters) [P], and the ratio usual for its source's length
+    [P]: the median ratio of the pairs still alive whose sources are of about that length (a tenth of them each,
+    by length). Short sources take more target characters for each of theirs."""
+    import numpy as np
+
+    src, tgt = columns["src_chars"].astype(float), columns["tgt_chars"].astype(float)
+    ratio = np.divide(tgt, src, out=np.ones_like(tgt), where=src > 0)
+    measured = alive & (src > 0) & (tgt > 0)
+    if not measured.any():
+        return ratio, ratio
+    edges = np.unique(np.quantile(src[measured], np.linspace(0, 1, 11)))
+    bins = np.clip(np.searchsorted(edges, src, "right") - 1, 0, max(len(edges) - 2, 0))
+    medians = np.array([np.median(ratio[measured & (bins == b)]) if (measured & (bins == b)).any()
+                        else np.median(ratio[measured]) for b in range(max(len(edges) - 1, 1))])
+    return ratio, medians[bins]
 
 
 def _first(keys: np.ndarray, alive: np.ndarray, keep: int) -> np.ndarray:

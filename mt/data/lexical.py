@@ -4,7 +4,8 @@ corpus itself (IBM Model 1, Brown et al. 1993), one each way, so that no model h
 A misaligned pair, a sentence beside another sentence's translation, scores as a random pairing of the corpus's
 sentences does. Each pair is scored by tables learned from the other half of the corpus (a table learned from a pair
 explains that pair, however wrong), and so are random pairings of its own half: the filter keeps a pair that scores
-above a given share of them.
+above a given share of them. A corpus that seems to hold few misaligned pairs is left alone: in a clean one, the
+pairs scoring as random pairings do are free translations.
 """
 
 from __future__ import annotations
@@ -31,13 +32,38 @@ def units(texts: list[str]) -> tuple[Sides, dict[str, int]]:
     return Sides(flat, lengths), vocabulary
 
 
-def lexical_keep(src_texts: list[str], tgt_texts: list[str], quantile: float, max_pairs: int) -> np.ndarray:
+def lexical_keep(src_texts: list[str], tgt_texts: list[str], quantile: float, max_pairs: int,
+                 min_misaligned: float) -> np.ndarray:
     """Which pairs to keep [P]: those scoring above `quantile` of random pairings, each half of the pairs scored by
     tables learned from (a sample of at most max_pairs of) the other half, both ways; a pair without known units on
-    a side is kept."""
+    a side is kept. Every pair is kept when the corpus seems to hold fewer than min_misaligned misaligned pairs."""
     keep = np.ones(len(src_texts), dtype=bool)
     if len(src_texts) < MIN_PAIRS:
         return keep
+    halves = list(_scored_halves(src_texts, tgt_texts, max_pairs))
+    if misaligned_share(halves) < min_misaligned:
+        return keep
+    for rows, scores, baseline in halves:
+        bound = np.nanquantile(baseline, quantile) if np.isfinite(baseline).any() else -np.inf
+        keep[rows] = ~(scores < bound)  # NaN: nothing known, kept
+    return keep
+
+
+def misaligned_share(halves: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
+    """The corpus's share of misaligned pairs, estimated: a misaligned pair scores as a random pairing does, under
+    the pairings' median half the time, and a translation seldom scores that low; so twice the share of pairs under
+    that median (an overestimate by twice the translations that score so low)."""
+    under = known = 0
+    for _, scores, baseline in halves:
+        if np.isfinite(baseline).any():
+            finite = scores[np.isfinite(scores)]
+            under, known = under + int((finite < np.nanmedian(baseline)).sum()), known + len(finite)
+    return 2 * under / known if known else 0.0
+
+
+def _scored_halves(src_texts: list[str], tgt_texts: list[str], max_pairs: int):
+    """For each half of the corpus: its rows, their scores by tables learned from the other half, and the scores
+    of random pairings of its sentences by the same tables."""
     (src, src_vocabulary), (tgt, tgt_vocabulary) = units(src_texts), units(tgt_texts)
     size = max(len(src_vocabulary), len(tgt_vocabulary)) + 1
     rng = np.random.default_rng(0)  # the same halves and samples on every run
@@ -51,10 +77,8 @@ def lexical_keep(src_texts: list[str], tgt_texts: list[str], quantile: float, ma
         pairings = rng.permutation(scored)[:max_pairs]
         baseline = np.concatenate([score(tables, src.take(rows), tgt.take(rng.permutation(rows)))
                                    for rows in chunks(pairings, links_of)])
-        bound = np.nanquantile(baseline, quantile) if np.isfinite(baseline).any() else -np.inf
-        for rows in chunks(scored, links_of):
-            keep[rows] = ~(score(tables, src.take(rows), tgt.take(rows)) < bound)  # NaN: nothing known, kept
-    return keep
+        scores = np.concatenate([score(tables, src.take(rows), tgt.take(rows)) for rows in chunks(scored, links_of)])
+        yield scored, scores, baseline
 
 
 def score(tables: tuple[Table, Table], src: Sides, tgt: Sides) -> np.ndarray:

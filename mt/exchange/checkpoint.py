@@ -140,6 +140,7 @@ class CorpusCleaning(TypedDict):
     pairs: Int
     kept: Int
     removed: NotRequired[dict[Text, Int]]  # pairs removed by each step (the guard, each filter)
+    repaired: NotRequired[dict[Text, Int]]  # kept pairs changed by each repair (markup, encoding)
     contaminated: Int  # pairs holding a dev or test sentence
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from sentencex import get_sentence_boundaries
 
-# Languages written without spaces between sentences.
-UNSPACED = {"zh", "ja", "th", "lo", "km", "my", "bo", "yue", "wuu"}
+from mt.data.repairs import UNSPACED
+
 CLAUSE_ENDS = "，、；：,;:"  # where a sentence too long for the model is split first
 # Full-width stops end a sentence whatever follows (sentencex wants a capital letter after them, as after "."),
 # with the closing quotes and brackets after them. Not "…": in Chinese it often pauses inside a sentence.

@@ -1,0 +1,286 @@
+"""The corpus filters against the damage crawled corpora carry, measured. A report, not a test: every figure is
+measured here, labelled with this machine's CPU.
+
+Kinds of damage, each made from a clean Tatoeba training pair (its source and target as given):
+
+    markup      the target (and half the time the source) in HTML: wrapped in <div class="…">, <p> or <span>,
+                entities for quotes, apostrophes and spaces (&#39; &quot; &nbsp;), a <br> inside; a tenth of them
+                a side that is only code (<script>…</script>) or an image tag
+    mojibake    UTF-8 read as Windows-1252 (the English side, its apostrophes curled first: Iâ€™m; or the Chinese
+                side: æ—¥æœ¬) or as GBK (the Chinese side: 鎴戠埍浣)
+    near        another copy of a pair, differing only in case, spaces, final punctuation, width or Chinese script
+    truncated   the target's second half missing (cut after 40–60% of its words)
+    glued       the next pair's sentence added on one side only (half the source, half the target)
+
+A damaged pair is handled when cleaning removed it, or kept it repaired into the clean pair it came from (spaces
+aside); a near copy is handled when one pair of it and its original is left.
+
+Parts (--parts, a comma list; default all):
+
+  damage   Each kind injected alone into the clean pairs at each share of --shares (of the clean pairs' count),
+           cleaned in this process with the default filters (and the guard, which finds no dev or test sentence
+           here): per kind and share, the damaged pairs handled and the clean pairs lost. Then the clean pairs alone,
+           under the defaults and under the nine filters of the list below (`--nine`), pairs kept by each.
+  bleu     The quick-start recipe (configs/tatoeba-cpu.yaml) trained twice: on the clean pairs with filters off, and
+           on the clean pairs with every kind at --bleu-share each, default filters; both best.pt scored with beam
+           4 on the Tatoeba test set and on NTREX-128 zh→en.
+
+The nine filters: length, copy, script, numbers, urls, questions, ratio, duplicates (near: false) and lexical
+(min_misaligned: 0), the defaults without the repairs, truncated, glued and near duplicates.
+
+    python scripts/bench_filters.py --parts damage
+    python scripts/bench_filters.py --parts bleu --threads 2      # about 2 × the quick-start's time
+
+Each part's figures go, as a record of their own, into benchmarks/results/bench_filters.jsonl (scripts/records.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import datasets
+import numpy as np
+
+from bench_clean import Failed, Run, child_env, cpu_header, evaluate, rel, train
+from records import record  # scripts/records.py: the results file
+from mt.clean.cleaning import KEPT, bind, clean_corpus
+from mt.clean.contamination import make_guard
+from mt.data.config import DataConfig
+from mt.data.filters import (DEFAULT_FILTERS, CopyFilter, DuplicatesFilter, LengthFilter, LexicalFilter,
+                             NumbersFilter, QuestionsFilter, RatioFilter, ScriptFilter, UrlsFilter)
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "zh-en"
+TATOEBA = DATA / "tatoeba"
+NTREX = DATA / "ntrex128"
+KINDS = ("markup", "mojibake", "near", "truncated", "glued")
+PARTS = ("damage", "bleu")
+TITLES = {"damage": "each kind of damage injected into Tatoeba, handled by the default filters",
+          "bleu": "the quick-start recipe on clean and damaged Tatoeba (beam 4)"}
+NINE = [LengthFilter(), CopyFilter(), ScriptFilter(), NumbersFilter(), UrlsFilter(), QuestionsFilter(), RatioFilter(),
+        DuplicatesFilter(near=False), LexicalFilter(min_misaligned=0.0)]
+WRAPS = ['<div class="sentence">{}&nbsp;</div>', "<p>{}</p>", '<span lang="en">{}</span>', "{}<br/>",
+         "<td>{}</td>"]
+CODE = ['<script type="text/javascript">var t = "{}";</script>', '<img src="/i/{}.png" alt="">']
+
+Pair = tuple[str, str]
+
+
+# ---------------------------------------------------------------- damage
+
+def markup(pair: Pair, rng: random.Random) -> Pair:
+    zh, en = pair
+    if rng.random() < 0.1:
+        code = rng.choice(CODE).format(rng.randrange(1000))
+        return (zh, code) if rng.random() < 0.5 else (code, en)
+    en = en.replace("'", "&#39;").replace('"', "&quot;").replace(" ", "&nbsp;", 1 if rng.random() < 0.3 else 0)
+    en = rng.choice(WRAPS).format(en)
+    return (rng.choice(WRAPS).format(zh) if rng.random() < 0.5 else zh), en
+
+
+def mojibake(pair: Pair, rng: random.Random) -> Pair:
+    """UTF-8 bytes read in another encoding; bytes that Windows-1252 lacks read as Latin-1 (as browsers do)."""
+    zh, en = pair
+    way = rng.randrange(3)
+    if way == 0 and "'" in en:
+        return zh, _misread(en.replace("'", "’"), "cp1252")
+    if way < 2:
+        return _misread(zh, "cp1252"), en
+    return zh.encode().decode("gbk", errors="replace"), en
+
+
+def _misread(text: str, encoding: str) -> str:
+    return "".join(_byte(b, encoding) for b in text.encode())
+
+
+def _byte(b: int, encoding: str) -> str:
+    try:
+        return bytes([b]).decode(encoding)
+    except UnicodeDecodeError:
+        return bytes([b]).decode("latin-1")
+
+
+def near(pair: Pair, rng: random.Random) -> Pair:
+    import opencc
+
+    zh, en = pair
+    changes = [lambda z, e: (z, e.lower()), lambda z, e: (z, e.upper()), lambda z, e: (z, "  ".join(e.split())),
+               lambda z, e: (z.rstrip("。！？"), e.rstrip(".!?")), lambda z, e: (z, e.rstrip(".!?") + "!"),
+               lambda z, e: (opencc.OpenCC("s2t").convert(z), e),
+               lambda z, e: (z, e.translate({c: c + 0xFEE0 for c in range(0x21, 0x7F)}))]
+    changed = rng.choice(changes)(zh, en)
+    return changed if changed != pair else (zh, en.lower() + " ")
+
+
+def truncated(pair: Pair, rng: random.Random) -> Pair:
+    words = pair[1].split()
+    return pair[0], " ".join(words[:max(1, round(len(words) * rng.uniform(0.4, 0.6)))]).rstrip(",;:")
+
+
+def glued(pair: Pair, following: Pair, rng: random.Random) -> Pair:
+    if rng.random() < 0.5:
+        return pair[0] + following[0], pair[1]
+    return pair[0], f"{pair[1]} {following[1]}"
+
+
+def damaged_corpus(clean: list[Pair], shares: dict[str, float], seed: int) -> tuple[list[Pair], list[str], list[int]]:
+    """The clean pairs, some damaged in their place (a near copy is added beside its pair), shuffled: each pair's
+    kind ("clean" or a kind of damage) and the row of the clean pair it came from."""
+    rng = random.Random(seed)
+    rows = [(pair, "clean", i) for i, pair in enumerate(clean)]
+    free = [i for i in range(len(clean) - 1)]  # each pair damaged once at most; the last has no following pair
+    rng.shuffle(free)
+    for kind, share in shares.items():
+        chosen = [i for i in free if kind != "truncated" or len(clean[i][1].split()) >= 4][:round(share * len(clean))]
+        free = [i for i in free if i not in set(chosen)]
+        for i in chosen:
+            pair = glued(clean[i], clean[i + 1], rng) if kind == "glued" else globals()[kind](clean[i], rng)
+            if kind == "near":
+                rows.append((pair, kind, i))
+            else:
+                rows[i] = (pair, kind, i)
+    rng.shuffle(rows)
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+# ---------------------------------------------------------------- cleaning in this process
+
+def cleaned_rows(pairs: list[Pair], filters: list) -> tuple[np.ndarray, list[Pair | None]]:
+    """Which pairs the filters keep [P], and each pair as kept (repaired) or None."""
+    data = DataConfig(filters=filters, contamination="keep")
+    corpus = datasets.Dataset.from_dict({"src": [p[0] for p in pairs], "tgt": [p[1] for p in pairs]})
+    cleaned = clean_corpus("train", corpus, bind(filters, data, "data.filters"), data, make_guard(data), None)
+    keep = cleaned.reasons == KEPT
+    as_kept: list[Pair | None] = [None] * len(pairs)
+    for row, src, tgt in zip(np.flatnonzero(keep), cleaned.pairs["src"], cleaned.pairs["tgt"]):
+        as_kept[row] = (src, tgt)
+    return keep, as_kept
+
+
+def spaced(pair: Pair) -> Pair:
+    """A pair compared with spaces and apostrophes aside (the mojibake kind curls them before damaging)."""
+    return " ".join(pair[0].split()), " ".join(pair[1].replace("’", "'").split())
+
+
+def handled(pairs: list[Pair], kinds: list[str], origins: list[int], clean: list[Pair], kind: str) -> dict:
+    """Shares of one kind's damaged pairs removed, repaired and left, and of the clean pairs lost."""
+    keep, as_kept = cleaned_rows(pairs, DEFAULT_FILTERS)
+    damaged = [i for i, k in enumerate(kinds) if k == kind]
+    survivors: dict[int, int] = {}  # a clean row → how many of it and its near copies are left
+    for i, (k, origin) in enumerate(zip(kinds, origins)):
+        if k in ("clean", "near") and keep[i]:
+            survivors[origin] = survivors.get(origin, 0) + 1
+    if kind == "near":
+        removed = sum(survivors.get(origins[i], 0) == 1 for i in damaged)
+        repaired = 0
+    else:
+        removed = sum(not keep[i] for i in damaged)
+        repaired = sum(keep[i] and spaced(as_kept[i]) == spaced(clean[origins[i]]) for i in damaged)
+    lost = sum(k == "clean" and not keep[i] and survivors.get(origins[i], 0) == 0 for i, k in enumerate(kinds))
+    n_clean = kinds.count("clean")
+    return {"damaged pairs": len(damaged), "removed %": round(100 * removed / len(damaged), 2),
+            "repaired %": round(100 * int(repaired) / len(damaged), 2),
+            "handled %": round(100 * int(removed + repaired) / len(damaged), 2),
+            "clean pairs lost %": round(100 * lost / n_clean, 2)}
+
+
+def part_damage(args, clean: list[Pair]) -> list[dict]:
+    rows = []
+    for kind in KINDS:
+        for share in args.shares:
+            pairs, kinds, origins = damaged_corpus(clean, {kind: share}, args.seed)
+            start = time.perf_counter()
+            row = {"kind": kind, "share %": round(100 * share, 1), **handled(pairs, kinds, origins, clean, kind),
+                   "seconds": round(time.perf_counter() - start, 1)}
+            print(row, flush=True)
+            rows.append(row)
+    for name, filters in (("defaults", DEFAULT_FILTERS), ("nine filters", NINE)):
+        keep, _ = cleaned_rows(clean, filters)
+        row = {"kind": f"none: the clean pairs alone, {name}", "clean pairs kept": int(keep.sum()),
+               "clean pairs lost %": round(100 * (1 - float(keep.mean())), 2)}
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------- BLEU
+
+def write_corpus(folder: Path, pairs: list[Pair]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for side, lang in ((0, "zh"), (1, "en")):
+        (folder / f"train.{lang}").write_text("".join(p[side] + "\n" for p in pairs), encoding="utf-8")
+    return folder / "train"
+
+
+def part_bleu(args, clean: list[Pair]) -> list[dict]:
+    env = child_env(args.threads)
+    pairs, _, _ = damaged_corpus(clean, {kind: args.bleu_share for kind in KINDS}, args.seed)
+    if any("\n" in side or "\r" in side for pair in pairs for side in pair):
+        raise Failed("a damaged pair holds a line break: it cannot be written as aligned lines")
+    damaged = write_corpus(args.runs_dir / "damaged-tatoeba", pairs)
+    runs = [("clean Tatoeba, filters off", "clean", ["--set", "data.filters=[]", "--set", "data.contamination=keep"]),
+            (f"damaged Tatoeba ({100 * args.bleu_share:g}% of each kind), default filters", "damaged",
+             ["--set", f"data.train.path={rel(damaged)}"])]
+    tests = {"Tatoeba test": (args.data / "test.zh", args.data / "test.en"),
+             "NTREX-128": (NTREX / "ntrex128.zho-CN.zh", NTREX / "ntrex128.eng.en")}
+    rows = []
+    for title, name, overrides in runs:
+        run = Run(name, args.runs_dir / name, args.runs_dir / f"{name}.log")
+        configs = ["-c", "configs/tatoeba-cpu.yaml", *(o for c in args.config for o in ("-c", c))]
+        train(run, configs, overrides, env)
+        row = {"run": title, "training pairs": len(pairs) if name == "damaged" else len(clean)}  # before cleaning
+        for test, (src, ref) in tests.items():
+            bleu, chrf = evaluate(run.run_dir / "checkpoints" / "best.pt", src, ref,
+                                  args.runs_dir / f"{name}-{test.split()[0].lower()}.hyp", env)
+            row |= {f"{test} BLEU": bleu, f"{test} chrF": chrf}
+        rows.append(row)
+    for test in tests:
+        rows[1][f"{test} BLEU / clean"] = round(rows[1][f"{test} BLEU"] / rows[0][f"{test} BLEU"], 3)
+    for row in rows:
+        print(row, flush=True)
+    return rows
+
+
+def read_pairs(folder: Path) -> list[Pair]:
+    zh, en = ((folder / f"train.{lang}").read_text(encoding="utf-8").split("\n")[:-1] for lang in ("zh", "en"))
+    if len(zh) != len(en):
+        raise Failed(f"{folder}/train.zh and train.en differ in lines ({len(zh)}, {len(en)})")
+    return list(zip(zh, en))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)} (default all)")
+    parser.add_argument("--shares", default="0.02,0.05,0.1", help="damage: the shares of each kind, a comma list")
+    parser.add_argument("--bleu-share", type=float, default=0.05, help="bleu: the share of each kind of damage")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--data", type=Path, default=TATOEBA, help="the Tatoeba folder (train and test)")
+    parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "bench-filters")
+    parser.add_argument("--threads", type=int, default=None, help="bleu: OMP_NUM_THREADS for every mt command")
+    parser.add_argument("--config", action="append", default=[], metavar="CONFIG",
+                        help="bleu: a config layered over the recipe (repeatable), e.g. a small model")
+    args = parser.parse_args()
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    if unknown := [p for p in parts if p not in PARTS]:
+        parser.error(f"--parts: unknown {', '.join(unknown)} (choose from {', '.join(PARTS)})")
+    args.shares = [float(s) for s in args.shares.split(",")]
+    args.data, args.runs_dir = args.data.resolve(), args.runs_dir.resolve()
+    args.config = [rel(Path(c)) for c in args.config]
+    print("$ python " + shlex.join(["scripts/bench_filters.py", *sys.argv[1:]]))
+    print(f"# mt corpus filters bench. {cpu_header()}")
+    try:
+        clean = read_pairs(args.data)
+        for part in parts:
+            rows = {"damage": part_damage, "bleu": part_bleu}[part](args, clean)
+            record("bench_filters.py", f"corpus filters, {TITLES[part]}", rows)
+    except Failed as e:
+        sys.exit(f"bench_filters: {e}")
+
+
+if __name__ == "__main__":
+    main()
