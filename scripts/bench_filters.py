@@ -21,15 +21,15 @@ Parts (--parts, a comma list; default all):
            cleaned in this process with the default filters (and the guard, which finds no dev or test sentence
            here): per kind and share, the damaged pairs handled and the clean pairs lost. Then the clean pairs alone,
            under the defaults and under the nine filters of the list below (`--nine`), pairs kept by each.
-  bleu     The quick-start recipe (configs/tatoeba-cpu.yaml) trained twice: on the clean pairs with filters off, and
-           on the clean pairs with every kind at --bleu-share each, default filters; both best.pt scored with beam
-           4 on the Tatoeba test set and on NTREX-128 zh→en.
+  bleu     The quick-start recipe (configs/tatoeba-cpu.yaml) trained three times: on the clean pairs with filters
+           off, on them with the default filters, and on the clean pairs with every kind at --bleu-share each,
+           default filters; each best.pt scored with beam 4 on the Tatoeba test set and on NTREX-128 zh→en.
 
 The nine filters: length, copy, script, numbers, urls, questions, ratio, duplicates (near: false) and lexical
 (min_misaligned: 0), the defaults without the repairs, truncated, glued and near duplicates.
 
     python scripts/bench_filters.py --parts damage
-    python scripts/bench_filters.py --parts bleu --threads 2      # about 2 × the quick-start's time
+    python scripts/bench_filters.py --parts bleu --threads 2      # about 3 × the quick-start's time
 
 Each part's figures go, as a record of their own, into benchmarks/results/bench_filters.jsonl (scripts/records.py).
 """
@@ -46,7 +46,7 @@ from pathlib import Path
 import datasets
 import numpy as np
 
-from bench_clean import Failed, Run, child_env, cpu_header, evaluate, rel, train
+from bench_clean import Failed, Run, child_env, cpu_header, evaluate, pairs_kept, rel, train
 from records import record  # scripts/records.py: the results file
 from mt.clean.cleaning import KEPT, bind, clean_corpus
 from mt.clean.contamination import make_guard
@@ -224,6 +224,7 @@ def part_bleu(args, clean: list[Pair]) -> list[dict]:
         raise Failed("a damaged pair holds a line break: it cannot be written as aligned lines")
     damaged = write_corpus(args.runs_dir / "damaged-tatoeba", pairs)
     runs = [("clean Tatoeba, filters off", "clean", ["--set", "data.filters=[]", "--set", "data.contamination=keep"]),
+            ("clean Tatoeba, default filters", "clean-defaults", []),
             (f"damaged Tatoeba ({100 * args.bleu_share:g}% of each kind), default filters", "damaged",
              ["--set", f"data.train.path={rel(damaged)}"])]
     tests = {"Tatoeba test": (args.data / "test.zh", args.data / "test.en"),
@@ -233,14 +234,17 @@ def part_bleu(args, clean: list[Pair]) -> list[dict]:
         run = Run(name, args.runs_dir / name, args.runs_dir / f"{name}.log")
         configs = ["-c", "configs/tatoeba-cpu.yaml", *(o for c in args.config for o in ("-c", c))]
         train(run, configs, overrides, env)
-        row = {"run": title, "training pairs": len(pairs) if name == "damaged" else len(clean)}  # before cleaning
+        counts = pairs_kept(run.log.read_text(encoding="utf-8")) if run.log.exists() else None
+        row = {"run": title, "training pairs": len(pairs) if name == "damaged" else len(clean),
+               "pairs kept": counts[1] if counts else None}
         for test, (src, ref) in tests.items():
             bleu, chrf = evaluate(run.run_dir / "checkpoints" / "best.pt", src, ref,
                                   args.runs_dir / f"{name}-{test.split()[0].lower()}.hyp", env)
             row |= {f"{test} BLEU": bleu, f"{test} chrF": chrf}
         rows.append(row)
-    for test in tests:
-        rows[1][f"{test} BLEU / clean"] = round(rows[1][f"{test} BLEU"] / rows[0][f"{test} BLEU"], 3)
+    for row in rows[1:]:
+        for test in tests:
+            row[f"{test} BLEU / filters off"] = round(row[f"{test} BLEU"] / rows[0][f"{test} BLEU"], 3)
     for row in rows:
         print(row, flush=True)
     return rows

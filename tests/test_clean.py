@@ -265,21 +265,25 @@ def test_mt_clean_writes_its_report_and_every_removed_pair(corpus_dir, tmp_path)
     en = (corpus_dir / "train.en").read_text(encoding="utf-8").splitlines()
     test_zh = (corpus_dir / "test.zh").read_text(encoding="utf-8").splitlines()
     test_en = (corpus_dir / "test.en").read_text(encoding="utf-8").splitlines()
-    write_lines(noisy.with_suffix(".zh"), zh + zh[:10] + [test_zh[0], en[0]])
-    write_lines(noisy.with_suffix(".en"), en + en[:10] + [test_en[0], zh[0]])
+    walk = ("我们今天去公园散步吧。", "Let's take a walk in the park today.")
+    write_lines(noisy.with_suffix(".zh"), zh + zh[:10] + [test_zh[0], en[0], walk[0]])
+    write_lines(noisy.with_suffix(".en"), en + en[:10] + [test_en[0], zh[0], f"<p>{walk[1]}</p>"])
     done = subprocess.run([sys.executable, "-m", "mt", "clean", "-c", str(_config_file(corpus_dir, tmp_path)),
                            "--set", f"data.train.path={noisy}", "--run-dir", str(tmp_path / "run")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     report = (tmp_path / "run" / "clean" / "report.md").read_text(encoding="utf-8")
-    assert f"{len(zh) + 12:,} pairs" in report and "### removed by duplicates" in report
+    assert f"{len(zh) + 13:,} pairs" in report and "### removed by duplicates" in report
+    assert f"| {len(zh) + 13} | {walk[0]} / <p>{walk[1]}</p> | {walk[0]} / {walk[1]} |" in report.split(
+        "### repaired by markup")[1]
     with open(tmp_path / "run" / "clean" / "removed.tsv", encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
     reasons = {row["reason"] for row in rows}
     assert {"contamination", "script", "duplicates"} <= reasons
     assert {"row": str(len(zh) + 11), "reason": "contamination"}.items() <= next(
         row for row in rows if row["source"] == test_zh[0]).items()
-    assert "train: cleaning kept " in done.stderr and f" of {len(zh) + 12:,} pairs" in done.stderr
+    assert "train: cleaning kept " in done.stderr and f" of {len(zh) + 13:,} pairs" in done.stderr
+    assert "(repaired: markup 1)" in done.stderr
 
 
 def _config_file(corpus_dir, tmp_path):

@@ -98,9 +98,9 @@ def registered(kind: F) -> F:
 
 @registered
 class EncodingFilter(RepairFilter):
-    """encoding: encoding damage repaired where it can be (UTF-8 read as Latin-1, Windows-1252 or GBK: Iâ€™m,
-    æ—¥æœ¬, 鎴戠埍浣); a pair is removed when bytes were lost (U+FFFD, 锟斤拷, control characters) or the damage
-    stays after repair (mt/data/repairs.py)."""
+    """encoding: encoding damage repaired where it can be (UTF-8 read as Latin-1, Windows-1252 or GBK: `Iâ€™m`,
+    `æ—¥æœ¬`, `鎴戠埍浣`); a pair is removed when bytes were lost (U+FFFD, `锟斤拷`, control characters) or the
+    damage stays after repair (mt/data/repairs.py)."""
 
     filter: Literal["encoding"] = key("encoding", "The filter.")
 
@@ -110,8 +110,8 @@ class EncodingFilter(RepairFilter):
 
 @registered
 class MarkupFilter(RepairFilter):
-    """markup: HTML tags taken out and entities read (<div class="x">Hello&nbsp;</div> → Hello); a pair is removed
-    when a side held code (script, style), nothing is left of it, or markup remains that is not text."""
+    """markup: HTML tags taken out and entities read (`<div class="x">Hello&nbsp;</div>` → `Hello`); a pair is
+    removed when a side held code (script, style), nothing is left of it, or markup remains that is not text."""
 
     filter: Literal["markup"] = key("markup", "The filter.")
 

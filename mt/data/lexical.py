@@ -10,11 +10,14 @@ pairs scoring as random pairings do are free translations.
 
 from __future__ import annotations
 
+import logging
 import re
 
 import numpy as np
 
 from mt.data.word_translation import Sides, Table, chunks
+
+log = logging.getLogger(__name__)
 
 # A unit is a word, or one letter of a script written without spaces between words: Han (radicals, extension A,
 # unified, compatibility), kana and Thai, their punctuation left out.
@@ -41,7 +44,10 @@ def lexical_keep(src_texts: list[str], tgt_texts: list[str], quantile: float, ma
     if len(src_texts) < MIN_PAIRS:
         return keep
     halves = list(_scored_halves(src_texts, tgt_texts, max_pairs))
-    if misaligned_share(halves) < min_misaligned:
+    share = misaligned_share(halves)
+    log.info(f"lexical: about {share:.1%} of the {len(src_texts):,} pairs seem misaligned"
+             + (f" (under min_misaligned, {min_misaligned:.1%}): every pair kept" if share < min_misaligned else ""))
+    if share < min_misaligned:
         return keep
     for rows, scores, baseline in halves:
         bound = np.nanquantile(baseline, quantile) if np.isfinite(baseline).any() else -np.inf
