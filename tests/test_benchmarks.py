@@ -402,12 +402,12 @@ def test_bench_import(tmp_path):
 
 def test_bench_sampling(config, tmp_path):
     out = run("bench_sampling.py", "-c", str(config), "--epochs", "1", tmp_path=tmp_path)
-    assert lines_like(rf"once-only preparation: {NUMBER} s for 296 training pairs per epoch .*", out)
+    assert lines_like(rf"once-only preparation: {NUMBER} s for 285 training pairs per epoch .*", out)
     assert lines_like(rf"epoch 0, sampled segmentation \(alpha 0\.1\): {NUMBER} s, .*", out)
     [entry] = recorded(tmp_path, "bench_sampling")
     assert [row["step"] for row in entry["figures"]] == ["once-only preparation", "epoch 0, sampled segmentation",
                                                          "the whole run"]
-    assert entry["figures"][0]["pairs"] == 296 and entry["figures"][2]["peak memory MB"] > 0
+    assert entry["figures"][0]["pairs"] == 285 and entry["figures"][2]["peak memory MB"] > 0
 
 
 # --- text, cleaning, robustness ---------------------------------------------------------------------------------

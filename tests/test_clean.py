@@ -309,3 +309,15 @@ def test_cross_entropy_keeps_the_pairs_the_models_find_likeliest(trained_runs):
         expected = ([pairs[i] for i in sorted(np.argsort(score, kind="stable")[:round(chosen.keep_fraction * 12)])]
                     if chosen.keep_fraction else [p for p, s in zip(pairs, score) if s <= chosen.threshold])
         assert kept(pairs, chosen) == expected
+
+
+def test_mt_info_says_how_many_kept_pairs_a_repair_changed():
+    from mt.exchange.checkpoint import cleaning_line
+
+    corpus = {"pairs": 10, "kept": 8, "removed": {"markup": 1}, "repaired": {"markup": 2, "encoding": 1},
+              "contaminated": 1}
+    assert cleaning_line({"contamination": "remove", "corpora": {"train": corpus}}) == (
+        "cleaning: 8 of 10 training pairs kept (3 repaired); 1 held a dev or test sentence (removed)")
+    del corpus["repaired"]  # a checkpoint's record without repairs
+    assert cleaning_line({"contamination": "remove", "corpora": {"train": corpus}}) == (
+        "cleaning: 8 of 10 training pairs kept; 1 held a dev or test sentence (removed)")

@@ -124,7 +124,7 @@ def test_the_directory_holds_safetensors_configs_tokenizer_and_a_model_card(expo
     assert f"step {state['position']['step']}" in card and state["dev"]["bleu_signature"] in card
     assert "train.zh" not in card and str(state["config"]["data"]["train"]["path"]) in card
     assert "simplified characters" in card
-    assert "296 of 300 training pairs kept; 0 held a dev or test sentence (removed)" in card
+    assert "285 of 300 training pairs kept; 0 held a dev or test sentence (removed)" in card
     meta = json.loads((directory / "mt.json").read_text(encoding="utf-8"))
     assert meta["format"] == "huggingface" and meta["checkpoint"] == str(checkpoint)
     assert meta["facts"]["step"] == state["position"]["step"] and meta["config"]["model"] == state["config"]["model"]

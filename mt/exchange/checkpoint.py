@@ -256,8 +256,10 @@ def cleaning_line(cleaning: Cleaning | None) -> str:
     corpora = cleaning["corpora"].values()
     pairs, kept = sum(c["pairs"] for c in corpora), sum(c["kept"] for c in corpora)
     held = sum(c["contaminated"] for c in corpora)
+    repaired = sum(n for c in corpora for n in c.get("repaired", {}).values())
     guard = "removed" if cleaning["contamination"] == "remove" else "KEPT: test scores overstate the model"
-    return (f"cleaning: {kept:,} of {pairs:,} training pairs kept; {held:,} held a dev or test sentence ({guard})")
+    return (f"cleaning: {kept:,} of {pairs:,} training pairs kept" + (f" ({repaired:,} repaired)" if repaired else "")
+            + f"; {held:,} held a dev or test sentence ({guard})")
 
 
 def describe(path: Path) -> str:
