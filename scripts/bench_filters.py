@@ -26,6 +26,10 @@ Parts (--parts, a comma list; default all):
            default filters; each best.pt scored with beam 4 on the Tatoeba test set and on AI Challenger 2017's
            validation set (8,000 spoken and subtitle pairs, written in English first).
 
+  tvsub    `mt clean` on TVsub's 2M pairs (configs/dialogue-cpu.yaml, its other corpora left out), with the default
+           filters and with the nine filters, one after the other, each from an empty cache: wall time, peak memory,
+           pairs kept, and what each step removed and repaired.
+
 The nine filters: length, copy, script, numbers, urls, questions, ratio, duplicates (near: false) and lexical
 (min_misaligned: 0), the defaults without the repairs, truncated, glued and near duplicates.
 
@@ -39,32 +43,40 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
 
 import datasets
 import numpy as np
+import yaml
+from pydantic import TypeAdapter
 
-from bench_clean import Failed, Run, child_env, cpu_header, evaluate, pairs_kept, rel, train
+from bench_clean import (Failed, Run, child_env, cpu_header, ensure_tvsub_dev, evaluate, pairs_kept, peak_memory_mb,
+                         rel, run_mt, train)
 from records import record  # scripts/records.py: the results file
 from mt.clean.cleaning import KEPT, bind, clean_corpus
 from mt.clean.contamination import make_guard
 from mt.data.config import DataConfig
-from mt.data.filters import (DEFAULT_FILTERS, CopyFilter, DuplicatesFilter, LengthFilter, LexicalFilter,
-                             NumbersFilter, QuestionsFilter, RatioFilter, ScriptFilter, UrlsFilter)
+from mt.data.filters import DEFAULT_FILTERS, CorpusFilter
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "zh-en"
 TATOEBA = DATA / "tatoeba"
 AI_CHALLENGER = DATA / "aichallenger2017"
+DIALOGUE = "configs/dialogue-cpu.yaml"
 KINDS = ("markup", "mojibake", "near", "truncated", "glued")
-PARTS = ("damage", "bleu")
+PARTS = ("damage", "bleu", "tvsub")
 TITLES = {"damage": "each kind of damage injected into Tatoeba, handled by the default filters",
-          "bleu": "the quick-start recipe on clean and damaged Tatoeba (beam 4)"}
-NINE = [LengthFilter(), CopyFilter(), ScriptFilter(), NumbersFilter(), UrlsFilter(), QuestionsFilter(), RatioFilter(),
-        DuplicatesFilter(near=False), LexicalFilter(min_misaligned=0.0)]
+          "bleu": "the quick-start recipe on clean and damaged Tatoeba (beam 4)",
+          "tvsub": "mt clean on TVsub's 2M pairs, the defaults and the nine filters"}
+NINE_FILTERS = ("[{filter: length}, {filter: copy}, {filter: script}, {filter: numbers}, {filter: urls}, "
+                "{filter: questions}, {filter: ratio}, {filter: duplicates, near: false}, "
+                "{filter: lexical, min_misaligned: 0.0}]")
+NINE = TypeAdapter(list[CorpusFilter]).validate_python(yaml.safe_load(NINE_FILTERS))
 WRAPS = ['<div class="sentence">{}&nbsp;</div>', "<p>{}</p>", '<span lang="en">{}</span>', "{}<br/>",
          "<td>{}</td>"]
 CODE = ['<script type="text/javascript">var t = "{}";</script>', '<img src="/i/{}.png" alt="">']
@@ -229,7 +241,7 @@ def part_bleu(args, clean: list[Pair]) -> list[dict]:
             (f"damaged Tatoeba ({100 * args.bleu_share:g}% of each kind), default filters", "damaged",
              ["--set", f"data.train.path={rel(damaged)}"])]
     tests = {"Tatoeba test": (args.data / "test.zh", args.data / "test.en"),
-             "AI Challenger valid": (AI_CHALLENGER / "valid2017.en-zh.zh", AI_CHALLENGER / "valid2017.en-zh.en")}
+             args.second_name: (Path(f"{args.second}.zh"), Path(f"{args.second}.en"))}
     rows = []
     for title, name, overrides in runs:
         run = Run(name, args.runs_dir / name, args.runs_dir / f"{name}.log")
@@ -240,7 +252,7 @@ def part_bleu(args, clean: list[Pair]) -> list[dict]:
                "pairs kept": counts[1] if counts else None}
         for test, (src, ref) in tests.items():
             bleu, chrf = evaluate(run.run_dir / "checkpoints" / "best.pt", src, ref,
-                                  args.runs_dir / f"{name}-{test.split()[0].lower()}.hyp", env)
+                                  args.runs_dir / f"{name}-{test.split()[0].lower().replace('/', '-')}.hyp", env)
             row |= {f"{test} BLEU": bleu, f"{test} chrF": chrf}
         rows.append(row)
     for row in rows[1:]:
@@ -248,6 +260,33 @@ def part_bleu(args, clean: list[Pair]) -> list[dict]:
             row[f"{test} BLEU / filters off"] = round(row[f"{test} BLEU"] / rows[0][f"{test} BLEU"], 3)
     for row in rows:
         print(row, flush=True)
+    return rows
+
+
+# ---------------------------------------------------------------- TVsub
+
+def part_tvsub(args, clean: list[Pair]) -> list[dict]:
+    env = child_env(args.threads)
+    ensure_tvsub_dev(args.tvsub_dev)
+    rows = []
+    for name, overrides in (("defaults", []), ("nine filters", ["--set", f"data.filters={NINE_FILTERS}"])):
+        run_dir = args.runs_dir / f"tvsub-{name.replace(' ', '-')}"
+        shutil.rmtree(run_dir, ignore_errors=True)  # an empty cache: cleaned from scratch
+        done = run_mt(["clean", "-c", DIALOGUE, *(o for c in args.config for o in ("-c", c)), "--set",
+                       "data.extra_train=[]", "--set", f"data.dev.path={rel(args.tvsub_dev / 'dev')}", "--set",
+                       f"train.run_dir={rel(run_dir)}", *overrides], env, args.runs_dir / f"{name}.clean.log",
+                      timed=True)
+        summary = re.search(r"^train: cleaning kept ([\d,]+) of ([\d,]+) pairs(?: \(removed: ([^)]*)\))?"
+                            r"(?: \(repaired: ([^)]*)\))?", done.output, re.M)
+        if not summary:
+            raise Failed(f"mt clean printed no cleaning line:\n{done.output[-500:]}")
+        rows.append({"filters": name, "seconds": round(done.seconds, 1),
+                     "peak memory MB": round(peak_memory_mb(done)[0]),
+                     "pairs": int(summary[2].replace(",", "")), "pairs kept": int(summary[1].replace(",", "")),
+                     "removed": summary[3] or "", "repaired": summary[4] or ""})
+        print(rows[-1], flush=True)
+    for column in ("seconds", "peak memory MB", "pairs kept"):
+        rows[0][f"{column} / nine filters"] = round(rows[0][column] / rows[1][column], 3)
     return rows
 
 
@@ -265,23 +304,29 @@ def main() -> None:
     parser.add_argument("--bleu-share", type=float, default=0.05, help="bleu: the share of each kind of damage")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--data", type=Path, default=TATOEBA, help="the Tatoeba folder (train and test)")
+    parser.add_argument("--second", type=Path, default=AI_CHALLENGER / "valid2017.en-zh",
+                        help="bleu: the second test set, PREFIX.zh and PREFIX.en (default AI Challenger's validation)")
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "bench-filters")
-    parser.add_argument("--threads", type=int, default=None, help="bleu: OMP_NUM_THREADS for every mt command")
+    parser.add_argument("--threads", type=int, default=None, help="bleu, tvsub: OMP_NUM_THREADS for every mt command")
+    parser.add_argument("--tvsub-dev", type=Path, default=ROOT / "data" / "tvsub",
+                        help="tvsub: where TVsub's dev set goes, detokenised (the guard reads it)")
     parser.add_argument("--config", action="append", default=[], metavar="CONFIG",
-                        help="bleu: a config layered over the recipe (repeatable), e.g. a small model")
+                        help="bleu, tvsub: a config layered over the recipe (repeatable), e.g. a small model")
     args = parser.parse_args()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     if unknown := [p for p in parts if p not in PARTS]:
         parser.error(f"--parts: unknown {', '.join(unknown)} (choose from {', '.join(PARTS)})")
     args.shares = [float(s) for s in args.shares.split(",")]
-    args.data, args.runs_dir = args.data.resolve(), args.runs_dir.resolve()
+    args.second_name = "AI Challenger valid" if args.second == AI_CHALLENGER / "valid2017.en-zh" else args.second.name
+    args.data, args.runs_dir, args.second = args.data.resolve(), args.runs_dir.resolve(), args.second.resolve()
+    args.tvsub_dev = args.tvsub_dev.resolve()
     args.config = [rel(Path(c)) for c in args.config]
     print("$ python " + shlex.join(["scripts/bench_filters.py", *sys.argv[1:]]))
     print(f"# mt corpus filters bench. {cpu_header()}")
     try:
         clean = read_pairs(args.data)
         for part in parts:
-            rows = {"damage": part_damage, "bleu": part_bleu}[part](args, clean)
+            rows = {"damage": part_damage, "bleu": part_bleu, "tvsub": part_tvsub}[part](args, clean)
             record("bench_filters.py", f"corpus filters, {TITLES[part]}", rows)
     except Failed as e:
         sys.exit(f"bench_filters: {e}")

@@ -515,6 +515,26 @@ def test_bench_clean_tatoeba(config, corpus_dir, tmp_path):
     assert len([row for row in entry["figures"] if row.get("kind") == "misaligned"]) == 2
 
 
+def test_bench_filters(config, corpus_dir, tmp_path):
+    """Each kind of damage at one share of 300 Tatoeba pairs, cleaned; then the tiny recipe trained three times
+    (clean without and with filters, damaged with them), scored on the test set and on the dev set as the second;
+    then `mt clean` with the defaults and the nine filters (the tiny recipe's 300 pairs in TVsub's place)."""
+    run("bench_filters.py", "--data", str(corpus_dir), "--shares", "0.1", "--config", str(config),
+        "--second", str(corpus_dir / "dev"), "--runs-dir", str(tmp_path / "runs"), "--tvsub-dev",
+        str(tmp_path / "tvsub"), tmp_path=tmp_path)
+    damage, bleu, tvsub = recorded(tmp_path, "bench_filters")
+    kinds = {row["kind"]: row for row in damage["figures"]}
+    assert {"markup", "mojibake", "near", "truncated", "glued"} <= kinds.keys()
+    assert all(0 <= row["handled %"] <= 100 and 0 < row["damaged pairs"] <= 30 for row in damage["figures"][:5])
+    assert kinds["markup"]["handled %"] >= 90  # repairs do not need a large corpus to work
+    assert [row["run"].split(",")[0] for row in bleu["figures"]] == [
+        "clean Tatoeba", "clean Tatoeba", "damaged Tatoeba (5% of each kind)"]
+    assert all(row["dev BLEU"] >= 0 and row["pairs kept"] > 0 for row in bleu["figures"])
+    defaults, nine = tvsub["figures"]
+    assert defaults["pairs"] == nine["pairs"] == 300 and "duplicates 12" in defaults["removed"]
+    assert nine["removed"].endswith("duplicates 1") and defaults["seconds"] > 0 and nine["peak memory MB"] > 0
+
+
 def test_bad_inputs(tmp_path):
     """Its set-up (a tiny training) and one of its cases: each case is an `mt` process of its own."""
     out = run("bad_inputs.py", "--only", "truncated", tmp_path=tmp_path)

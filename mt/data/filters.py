@@ -433,13 +433,14 @@ def _urls(text: str) -> set[str]:
 
 def _ratios(columns: dict[str, np.ndarray], alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each pair's ratio (target characters / source characters) [P], and the ratio usual for its source's length
-    [P]: the median ratio of the pairs still alive whose sources are of about that length (a tenth of them each,
-    by length). Short sources take more target characters for each of theirs."""
+    [P]: the median ratio of the pairs still alive, with as many sentences on each side, whose sources are of about
+    that length (a tenth of them each, by length). Short sources take more target characters for each of theirs;
+    pairs with a sentence more on one side would pull the median their way."""
     import numpy as np
 
     src, tgt = columns["src_chars"].astype(float), columns["tgt_chars"].astype(float)
     ratio = np.divide(tgt, src, out=np.ones_like(tgt), where=src > 0)
-    measured = alive & (src > 0) & (tgt > 0)
+    measured = alive & (src > 0) & (tgt > 0) & (columns["src_sentences"] == columns["tgt_sentences"])
     if not measured.any():
         return ratio, ratio
     edges = np.unique(np.quantile(src[measured], np.linspace(0, 1, 11)))
