@@ -244,6 +244,9 @@ def part_bleu(args, clean: list[Pair]) -> list[dict]:
              args.second_name: (Path(f"{args.second}.zh"), Path(f"{args.second}.en"))}
     rows = []
     for title, name, overrides in runs:
+        if args.train_seed != 1:
+            title, name = f"{title}, seed {args.train_seed}", f"{name}-seed{args.train_seed}"
+            overrides = [*overrides, "--set", f"train.seed={args.train_seed}"]
         run = Run(name, args.runs_dir / name, args.runs_dir / f"{name}.log")
         configs = ["-c", "configs/tatoeba-cpu.yaml", *(o for c in args.config for o in ("-c", c))]
         train(run, configs, overrides, env)
@@ -302,6 +305,7 @@ def main() -> None:
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)} (default all)")
     parser.add_argument("--shares", default="0.02,0.05,0.1", help="damage: the shares of each kind, a comma list")
     parser.add_argument("--bleu-share", type=float, default=0.05, help="bleu: the share of each kind of damage")
+    parser.add_argument("--train-seed", type=int, default=1, help="bleu: train.seed of the three runs (the recipe's: 1)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--data", type=Path, default=TATOEBA, help="the Tatoeba folder (train and test)")
     parser.add_argument("--second", type=Path, default=AI_CHALLENGER / "valid2017.en-zh",
