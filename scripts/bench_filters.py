@@ -244,6 +244,7 @@ def part_bleu(args, clean: list[Pair]) -> list[dict]:
              args.second_name: (Path(f"{args.second}.zh"), Path(f"{args.second}.en"))}
     rows = []
     for title, name, overrides in runs:
+        size = len(pairs) if name == "damaged" else len(clean)  # before cleaning
         if args.train_seed != 1:
             title, name = f"{title}, seed {args.train_seed}", f"{name}-seed{args.train_seed}"
             overrides = [*overrides, "--set", f"train.seed={args.train_seed}"]
@@ -251,8 +252,7 @@ def part_bleu(args, clean: list[Pair]) -> list[dict]:
         configs = ["-c", "configs/tatoeba-cpu.yaml", *(o for c in args.config for o in ("-c", c))]
         train(run, configs, overrides, env)
         counts = pairs_kept(run.log.read_text(encoding="utf-8")) if run.log.exists() else None
-        row = {"run": title, "training pairs": len(pairs) if name == "damaged" else len(clean),
-               "pairs kept": counts[1] if counts else None}
+        row = {"run": title, "training pairs": size, "pairs kept": counts[1] if counts else None}
         for test, (src, ref) in tests.items():
             bleu, chrf = evaluate(run.run_dir / "checkpoints" / "best.pt", src, ref,
                                   args.runs_dir / f"{name}-{test.split()[0].lower().replace('/', '-')}.hyp", env)
