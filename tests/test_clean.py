@@ -160,7 +160,8 @@ def test_truncated_targets_go_by_their_missing_end_or_their_length():
     long = [(s, t) for s, t in pairs if len(s) >= 12 and len(t.split()) >= 6][:100]
     cut = [(s, " ".join(t.split()[:len(t.split()) // 2])) for s, t in long[:50]]          # no final stop
     cut_at_stop = [(s, t.split()[0] + ".") for s, t in long[50:]]                             # a stop, far too short
-    assert kept(pairs + cut + cut_at_stop, TruncatedFilter()) == pairs
+    trailing = [("不知道，我真的不太...", "I don't know. I'm not really--")]  # both trail off, each its own way
+    assert kept(pairs + cut + cut_at_stop + trailing, TruncatedFilter()) == pairs + trailing
     unpunctuated = [(s.rstrip("。！？!?."), t) for s, t in pairs]  # subtitles: the Chinese side ends without stops
     left = kept(unpunctuated + cut, TruncatedFilter())  # sentence ends say nothing there: only the length judges
     assert left[:len(unpunctuated)] == unpunctuated and len(left) > len(unpunctuated)

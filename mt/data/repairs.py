@@ -27,8 +27,10 @@ HAN = re.compile("[\u3400-\u9fff]")
 # The characters UTF-8 text shows when read as GBK and fixed: CJK and their punctuation, and ASCII.
 CJK_TEXT = re.compile("[\u0020-\u007e\u2000-\u206f\u3000-\u303f\u3400-\u9fff\uff00-\uffef]+")
 
-# A sentence's end: a stop (with its closing quotes and brackets) at the end of a side.
-END = re.compile(r"[.!?。！？…．｡]+[\"'”’」』）)\]》〉】]*$")
+# A sentence's end: a stop (with its closing quotes and brackets) at the end of a side; not an utterance that trails
+# off (an ellipsis, a dash: "I'm not really--", 我真的不太...), which its translation may mark another way.
+END = re.compile(r"[.!?。！？．｡]+[\"'”’」』）)\]》〉】]*$")
+TRAILING = re.compile(r"(?:\.\.|…|--|—|–)[\"'”’」』）)\]》〉】]*$")
 # Where a side written without spaces starts another sentence: a stop with more text after it. A quotation's own
 # stop followed by its closing quote and the words that report it (“看啊！”她说。) is not an end.
 UNSPACED_STOP = re.compile(r"[。！？!?．]+(?=[^。！？!?．”’」』\"'）)])"
@@ -112,7 +114,8 @@ def _from_gbk(text: str) -> str:
 
 
 def ends_sentence(text: str) -> bool:
-    return END.search(text.rstrip()) is not None
+    text = text.rstrip()
+    return END.search(text) is not None and TRAILING.search(text) is None
 
 
 def sentences(text: str, lang: str) -> int:
