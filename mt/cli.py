@@ -425,7 +425,7 @@ def export(ctranslate2: Annotated[Optional[Path], typer.Option(
                "--shortlist", help="CTranslate2: also write this `mt shortlist` file as its vocabulary map "
                "(vmap.txt), which translate_batch(use_vmap=True) reads.")] = None):
     """Convert a checkpoint and its SentencePiece model into a CTranslate2 or a Hugging Face model directory.
-    The directory must be new, or an earlier export, which is replaced whole."""
+    The directory must be new, or a previous export, which is replaced whole."""
     from mt.exchange.checkpoint import default_checkpoint
 
     if (ctranslate2 is None) == (huggingface is None):

@@ -249,8 +249,8 @@ def config_to_dict(config: Config) -> dict:
 
 
 def config_from_dict(raw: dict, source: str = "checkpoint") -> Config:
-    """The config stored in a checkpoint. Keys this version of mt no longer has (from a checkpoint of an
-    earlier version) are dropped with a warning; the defaults stand for keys it did not have yet."""
+    """The config stored in a checkpoint. Keys this version of mt no longer has (from a checkpoint of a
+    previous version) are dropped with a warning; the defaults stand for keys it did not have yet."""
     return _build(raw, source, strict=False)
 
 

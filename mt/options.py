@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 LATEST = "Default: best.pt of the most recently trained run under runs/."
 
 ConfigOption = Annotated[list[Path], typer.Option(
-    "--config", "-c", help="YAML config; repeat to layer files (later ones override earlier ones).")]
+    "--config", "-c", help="YAML config; repeat to layer files (later ones override previous ones).")]
 SetOption = Annotated[Optional[list[str]], typer.Option(
     "--set", help="Override one config key, e.g. --set train.max_steps=200 (repeatable).")]
 RunDirOption = Annotated[Optional[str], typer.Option("--run-dir", help="Default: runs/<config name>.")]

@@ -115,7 +115,7 @@ teach() {  # SOURCES DIR: the teacher (TEACHER, or the ensemble of seeds 1, 2, 3
   local start=$SECONDS
   mt distill "${teachers[@]/#/--teacher=}" -s "$1" -o "$2" "${distill_options[@]}"
   echo "== the teacher translated $(wc -l < "$1") sources in $((SECONDS - start)) s" \
-       "(less where an earlier run had translated them)"
+       "(less where a previous run had translated them)"
   figures+=(--figure "the teacher's translation into $(basename "$2"): seconds=$((SECONDS - start))")
 }
 

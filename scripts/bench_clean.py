@@ -304,7 +304,7 @@ def recall(run: str, pairs, removed) -> list[dict]:
 
 def ensure_noisy(noisy: Path, seed: int, data: Path) -> None:
     if all((noisy / name).exists() for name in ("train.zh", "train.en", "manifest.tsv")):
-        print(f"noisy corpus: reusing {rel(noisy)} (built earlier; its seed is not checked)")
+        print(f"noisy corpus: reusing {rel(noisy)} (from a previous run; its seed is not checked)")
         return
     args = ["scripts/make_noisy_corpus.py", "--out", rel(noisy), "--seed", str(seed), "--data", rel(data)]
     print("$ python " + shlex.join(args), flush=True)

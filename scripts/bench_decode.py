@@ -311,7 +311,7 @@ def main() -> None:
     if len({name for name, *_ in workloads}) < len(workloads):
         parser.error("two checkpoints have the same run name: give checkpoints of different runs")
     results = Path(os.environ.get("BENCH_RESULTS") or Path(tempfile.mkdtemp()) / "peers.jsonl")
-    before = peer_rows(results)  # rows of earlier runs in the same file are not this run's
+    before = peer_rows(results)  # rows of previous runs in the same file are not this run's
     table = {}
     for _ in range(args.repeats):  # round-robin, so that machine noise spreads over every row
         for peer in args.peers:

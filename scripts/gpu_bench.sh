@@ -6,7 +6,7 @@
 #   compiled  torch.compile over length buckets of fixed shape, replayed as CUDA graphs (reduce-overhead);
 #   train     a MINUTES-long base-model training on the shared corpora, then Tatoeba test BLEU (beam 4), with the
 #             CPU recipe's changes (N(0, 0.02²) weights, peak learning rate 2e-3, clipping at 1) and 1,000 warm-up
-#             updates: with the paper's 4,000 and 7e-4, earlier 3-minute runs had not begun to learn.
+#             updates: with the paper's 4,000 and 7e-4, a 3-minute run has not begun to learn.
 # Results and logs go to $OUT (default gpu-results/). PYTHON, CONFIG, STEPS, WARMUP and MINUTES change the rest;
 # a speed stage that runs past STAGE_SECONDS (default 420: compiling four shapes may be slow) is stopped and said so.
 # Records (scripts/records.py) go to $OUT/results/ unless MT_RESULTS names another folder: each speed stage's

@@ -32,7 +32,7 @@ echo "$translation"
 echo
 echo "$ mt evaluate   (the config's test set; beam 4, length penalty 0.6)"
 mt evaluate --checkpoint "$run_dir/checkpoints/best.pt" --output "$run_dir/test.hyp.en" | tee "$run_dir/test.scores"
-if [ ${#resume[@]} -eq 0 ]; then  # a run that continued an earlier one has no whole time of its own
+if [ ${#resume[@]} -eq 0 ]; then  # a run that continued a previous one has no whole time of its own
   read -r _ bleu _ < <(grep '^BLEU' "$run_dir/test.scores")
   read -r _ chrf _ < <(grep '^chrF' "$run_dir/test.scores")
   python scripts/records.py add --script quickstart.sh --title "the quick-start: $(basename "$CONFIG") ${SET:-}" \

@@ -168,7 +168,7 @@ def writes_only(root: Path, allowed: Callable[[str], bool]) -> Iterator[None]:
 
 
 def workdir(world: World) -> Path:
-    """A fresh directory for one example's files; its earlier content is removed."""
+    """A fresh directory for one example's files; its previous content is removed."""
     path = world.root / "work"
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir()

@@ -450,11 +450,12 @@ def test_bench_glossary(checkpoint, corpus_dir, tmp_path):
     assert len(lines_like(rf"  speed, beam 4: 1–2-term {NUMBER} → {NUMBER} sentences/s "
                           rf"\({NUMBER}× the time\)(; .*)?", out)) == 2
     assert lines_like(r"matching none, beam 4: 20/20 outputs identical to those without a glossary", out)
-    # the forced targets are invented words, which the rewritten references hold and the originals do not
+    # the forced targets are invented words, which the rewritten references hold (capitalised at a sentence's start)
+    # and the originals do not
     forced_tsv = (tmp_path / "out" / "tatoeba.forced.tsv").read_text(encoding="utf-8")
-    invented = [line.split("\t")[1] for line in forced_tsv.splitlines()]
-    rewritten = (tmp_path / "out" / "tatoeba.forced.ref.en").read_text(encoding="utf-8")
-    original = (corpus_dir / "test.en").read_text(encoding="utf-8")
+    invented = [line.split("\t")[1].lower() for line in forced_tsv.splitlines()]
+    rewritten = (tmp_path / "out" / "tatoeba.forced.ref.en").read_text(encoding="utf-8").lower()
+    original = (corpus_dir / "test.en").read_text(encoding="utf-8").lower()
     assert invented and all(word in rewritten and word not in original for word in invented)
     [entry] = recorded(tmp_path, "bench_glossary")
     rows = {(row["set"], row["glossary"], row["mode"]): row for row in entry["figures"]}

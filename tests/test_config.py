@@ -97,7 +97,7 @@ def test_round_trip_through_a_dict():
 
 def test_a_checkpoints_config_from_an_earlier_version_loads_with_a_warning(caplog):
     raw = config_to_dict(load_config([CONFIGS / "tatoeba-cpu.yaml"]))
-    raw["decode"]["batch_size"] = 100  # a key an earlier mt had
+    raw["decode"]["batch_size"] = 100  # a key a previous mt had
     del raw["decode"]["min_len"]       # a key it did not have yet
     config = config_from_dict(raw, source="old.pt")
     assert config.decode.min_len == 0

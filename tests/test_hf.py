@@ -1,5 +1,5 @@
 """`mt export --huggingface`: a MarianMTModel directory that transformers loads with no code of ours, giving mt's
-logits and mt's greedy outputs; what Marian cannot express is refused; the write replaces only an earlier export."""
+logits and mt's greedy outputs; what Marian cannot express is refused; the write replaces only a previous export."""
 
 import json
 import re

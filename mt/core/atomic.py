@@ -5,8 +5,8 @@ renamed over it. The temporary names follow one rule, kept here, so that `remove
 a crash left behind.
 
 Nothing of another kind is put in the place of what is there: a write names the kind of file (or directory) it
-makes, and an existing path is replaced only when it is of that kind (a translation over an earlier translation,
-an export over an earlier export), never a directory by a file, a file by a directory, or a user's file by a plot.
+makes, and an existing path is replaced only when it is of that kind (a translation over a previous translation,
+an export over a previous export), never a directory by a file, a file by a directory, or a user's file by a plot.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _temporary(path: Path) -> dict:
 
 @dataclass(frozen=True)
 class Kind:
-    """What a write makes, and how to recognise an earlier one that it may replace."""
+    """What a write makes, and how to recognise a previous one that it may replace."""
 
     name: str  # "a text file"
     is_one: Callable[[Path], bool]  # given an existing file (or a directory, for a directory kind)
@@ -145,7 +145,7 @@ def link_atomic(target: Path, link: Path) -> None:
 @contextmanager
 def atomic_directory(path: Path, kind: Kind) -> Iterator[Path]:
     """A new, empty directory to fill, which becomes `path` when the block ends normally and is removed when it
-    raises. An existing `path` is replaced only when it is an earlier one of `kind` (a crash during the swap
+    raises. An existing `path` is replaced only when it is a previous one of `kind` (a crash during the swap
     leaves the old one or none); anything else at `path` is an error, never deleted."""
     path = Path(path)
     check_replaceable(path, kind)

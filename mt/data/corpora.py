@@ -212,7 +212,7 @@ def encode_corpus(pairs: datasets.Dataset, tokenizer: Tokenizer, cache_dir: Path
     a changed corpus or tokenizer never reuses stale ids. With `sampling`, each batch of 2,000 pairs is segmented
     with a seed of its own drawn from sampling.seed, so the ids are the same however many processes map them.
     """
-    sampled = f"-{sampling}" if sampling else ""  # the best segmentation keeps the keys of earlier versions
+    sampled = f"-{sampling}" if sampling else ""  # the best segmentation keeps the keys of previous versions
     key = hashlib.sha256(f"{pairs._fingerprint}-{tokenizer.vocab_hash}-{tokenizer.scripts}{sampled}".encode()
                          ).hexdigest()[:16]
     cache_dir.mkdir(parents=True, exist_ok=True)

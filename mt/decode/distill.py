@@ -61,8 +61,8 @@ def corpus_files(output: Path, translator: Translator) -> tuple[Path, Path]:
 
 def distill(translator: Translator, made_by: dict, sources: list[Path], output: Path, decode: DecodeConfig,
             progress: Callable[[int], None] = lambda lines: None) -> Progress:
-    """Translate every non-empty line of `sources` with `translator` into the pairs of `output`, continuing an
-    earlier, stopped distillation of the same `made_by` (recipe) there. `progress` hears of each chunk's lines."""
+    """Translate every non-empty line of `sources` with `translator` into the pairs of `output`, continuing a
+    previous, stopped distillation of the same `made_by` (recipe) there. `progress` hears of each chunk's lines."""
     done = _resume(output, made_by)
     if done.complete:
         return done
@@ -97,7 +97,7 @@ def _chunks(lines: Iterator[str], skip: int, size: int) -> Iterator[list[str]]:
 
 
 def _resume(output: Path, made_by: dict) -> Progress:
-    """Where an earlier distillation into `output` stopped (nothing: a new one), after checking that it was made
+    """Where a previous distillation into `output` stopped (nothing: a new one), after checking that it was made
     the same way. A directory that holds something else is left alone."""
     state = output / STATE_FILE
     if not state.exists():

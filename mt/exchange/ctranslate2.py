@@ -26,7 +26,7 @@ EXPORT = export_kind("ctranslate2", "a CTranslate2 export of mt")
 
 def export_ctranslate2(checkpoint: Path, output_dir: Path, quantization: str | None = None,
                        vocabulary_map: Callable[[Tokenizer], str] | None = None) -> None:
-    """Write the CTranslate2 model of `checkpoint` into `output_dir`: a new directory, or an earlier export there,
+    """Write the CTranslate2 model of `checkpoint` into `output_dir`: a new directory, or a previous export there,
     replaced as a whole when the new one is complete. `vocabulary_map` gives the text of CTranslate2's vmap.txt for
     the checkpoint's tokenizer (mt/decode/ctranslate2.py, from a shortlist), which `use_vmap` reads."""
     optional_package("ctranslate2", "ctranslate2")

@@ -29,7 +29,7 @@ EXPORT = export_kind("huggingface", "a Hugging Face export of mt")
 
 
 def export_huggingface(checkpoint: Path, output_dir: Path, test: Scores | None = None) -> None:
-    """Write `checkpoint` as a Hugging Face model directory: a new one, or an earlier mt export there, replaced
+    """Write `checkpoint` as a Hugging Face model directory: a new one, or a previous mt export there, replaced
     whole when the new one is complete. `test`: the checkpoint's test-set scores, for the model card."""
     transformers = optional_package("transformers", "huggingface")
     model, tokenizer, config, record = load_model(checkpoint, torch.device("cpu"))

@@ -102,7 +102,7 @@ def prepare_data(config: Config, run_dir: Path, tokenizer: Tokenizer | None) -> 
         start = time.perf_counter()
         encoded, rows = mixture.encode(tokenizer, cache, data.max_len, Sampling(config.tokenizer.sampling_alpha, seed))
         current = {Path(f["filename"]).name for f in encoded.cache_files}
-        for other in cache.glob("train*-sampled-*.arrow"):  # earlier epochs' segmentations
+        for other in cache.glob("train*-sampled-*.arrow"):  # previous epochs' segmentations
             if other.name not in current:
                 other.unlink()
         for checksums in cache.glob("train*-sampled-*.sha256"):  # and their checksums
