@@ -87,6 +87,26 @@ def train(config: ConfigOption, set_: SetOption = None, device: DeviceOption = N
 
 
 @app.command()
+def adapt(run_dir: Annotated[Path, typer.Argument(help="A run directory: its checkpoints/best.pt is adapted.")],
+          suggestions: Annotated[Path, typer.Option(
+              "--suggestions", help="The suggestions database of `mt serve --suggestions`: its accepted "
+              "suggestions are the corrections.")],
+          max_drop: Annotated[float, typer.Option(
+              "--max-drop", min=0, help="The most dev-set BLEU the adapted model may lose against the run's "
+              "model and still be used.")] = 0.3,
+          set_: SetOption = None, device: DeviceOption = None):
+    """Fine-tune a run's model on the corrections its server accepted, with its own training pairs replayed;
+    where its dev-set BLEU holds (--max-drop), write it to RUN/checkpoints/adapted.pt."""
+    from mt.train.adapt import adapt as run_adaptation
+
+    result = run_adaptation(run_dir, suggestions, max_drop, [*(set_ or []), *([f"train.device={device}"] if device
+                                                                               else [])])
+    print(result)
+    if not result.passed:
+        raise typer.Exit(1)
+
+
+@app.command()
 def prepare(config: ConfigOption, set_: SetOption = None, run_dir: RunDirOption = None):
     """Prepare a run's data without training: tokenizer (if missing) and the cached token ids."""
     from mt.train.prepare import prepare as prepare_run

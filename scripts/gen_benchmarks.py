@@ -31,7 +31,7 @@ README_ROWS = [
 ]
 ORDER = ["quickstart", "bench_quality", "bench_dialogue", "bench_hour", "bench_build_on", "bench_train",
          "bench_decode", "bench_serve", "soak_serve", "bench_real_text", "bench_glossary", "bench_confidence",
-         "bench_guard", "bench_suggest", "bench_clean", "bench_filters", "bench_huggingface", "bench_import", "bench_script_conversion",
+         "bench_guard", "bench_suggest", "bench_adapt", "bench_clean", "bench_filters", "bench_huggingface", "bench_import", "bench_script_conversion",
          "bench_sampling", "fuzz", "mt", "test", "gpu_bench", "gemm", "adhoc"]
 
 

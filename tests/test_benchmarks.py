@@ -605,6 +605,23 @@ def test_bench_guard(checkpoint, corpus_dir, dev_60, tmp_path):
     assert 0 <= row["AUROC copy"] <= 1 and 0 <= row["AUROC all"] <= 1
 
 
+def test_bench_adapt(checkpoint, corpus_dir, tmp_path):
+    """10 training pairs suggested unjudged to a copy of the tiny run, adapted, and scored on the corrected, near and
+    general sets; the run itself is left alone."""
+    run_dir = checkpoint.parent.parent
+    before = sorted(p.name for p in run_dir.rglob("*"))
+    out = run("bench_adapt.py", "--run", str(run_dir), "--out", str(tmp_path / "adapt"), "--domain",
+              str(corpus_dir / "train.zh"), str(corpus_dir / "train.en"), "--near", str(corpus_dir / "test.zh"),
+              str(corpus_dir / "test.en"), "--general", str(corpus_dir / "test.zh"), str(corpus_dir / "test.en"),
+              "--corrections", "10", "--unjudged", "--max-drop", "100", tmp_path=tmp_path)
+    assert lines_like(r"10 of 10 corrections accepted", out)
+    assert lines_like(rf"adapted on 10 corrections: dev BLEU {NUMBER} → {NUMBER} \(used\) \(\d+ s\)", out)
+    [entry] = recorded(tmp_path, "bench_adapt")
+    assert [row["set"] for row in entry["figures"]] == ["corrected", "near", "general"]
+    assert (tmp_path / "adapt" / "checkpoints" / "adapted.pt").exists()
+    assert sorted(p.name for p in run_dir.rglob("*")) == before
+
+
 def test_bench_suggest(checkpoint, corpus_dir, dev_60, tmp_path):
     """20 Tatoeba test sentences suggested for five ways, judged, and the accepted ones sent to a server."""
     out = run("bench_suggest.py", "--checkpoint", str(checkpoint), "--dev", *map(str, dev_60), "--set",

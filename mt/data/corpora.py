@@ -132,6 +132,8 @@ class TrainingMixture:
         if clean is not None:
             self.parts = [clean(name, corpus, part) for (name, corpus), part in zip(corpora.items(), self.parts)]
         self.parts = [tagged(part, corpus.tag) for corpus, part in zip(corpora.values(), self.parts)]
+        features = self.parts[0].features  # text files read as large strings, other formats as strings
+        self.parts = [part if part.features == features else part.cast(features) for part in self.parts]
         self.pairs = self.parts[0] if len(self.parts) == 1 else datasets.concatenate_datasets(self.parts)
         self.rows = self.epoch_rows([np.arange(len(part)) for part in self.parts])
 
