@@ -12,7 +12,7 @@ import logging
 import sys
 import typing
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
@@ -538,7 +538,15 @@ def serve(host: Annotated[str, typer.Option("--host", help="The address to liste
     except MtError:
         raise MtError(f"beam {translator.decode.beam_size} (--beam, or the checkpoint's decode.beam_size): over "
                       f"--max-beam {limits.max_beam}")
-    run_server(translator, model.engine, limits, host, port, keys, terms, glossary_mode == "soft", suggestions)
+
+    def load(checkpoint: Path):  # POST /api/model: another checkpoint, loaded as this one was
+        with without_a_thread_team():
+            other = replace(model, checkpoints=[checkpoint]).load()
+        other.config.decode = translator.config.decode
+        return other
+
+    run_server(translator, model.engine, limits, host, port, keys, terms, glossary_mode == "soft", suggestions,
+               load if model.engine == "mt" else None)
 
 
 def run(args: list[str] | None = None) -> int:

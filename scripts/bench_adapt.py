@@ -4,8 +4,8 @@ A report, not a test.
 A run's best checkpoint is copied into --out (its own run directory: the run itself is left alone). Sentences of
 another domain (--domain, default 3AM's captions: their training pairs) are suggested to it with their reference
 translations, --corrections of them, each judged as `mt serve --suggestions` judges it and kept in a suggestions
-file (--unjudged: every one accepted). `mt adapt` then fine-tunes on the accepted ones (its own defaults, --max-drop for its gate), and the starting
-and the adapted models translate, with the checkpoint's search:
+file (--unjudged: every one accepted). `mt adapt` then fine-tunes on the accepted ones (its own defaults, or --set's;
+--max-drop for its gate), and the starting and the adapted models translate, with the checkpoint's search:
 - the corrected sentences themselves (the model's own translations: the server's memory answers them anyway);
 - near sentences: --near held-out sentences of the same domain (default: 3AM's test set), never suggested;
 - the general test set the run was made for (default: Tatoeba's test set).
@@ -92,6 +92,8 @@ def main() -> None:
     parser.add_argument("--max-drop", type=float, default=0.3, help="mt adapt's gate")
     parser.add_argument("--seed", type=int, default=1, help="which pairs are suggested")
     parser.add_argument("--unjudged", action="store_true", help="every suggestion accepted, the judge skipped")
+    parser.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE",
+                        help="mt adapt's --set (repeatable), e.g. train.lr_scale=0.05")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("BENCH_THREADS", 2)),
                         help="torch threads (default: $BENCH_THREADS, else 2)")
     args = parser.parse_args()
@@ -107,8 +109,9 @@ def main() -> None:
     print(f"{accepted} of {len(chosen)} corrections accepted", flush=True)
 
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "mt", "adapt", str(args.out), "--suggestions", str(store),
-                           "--max-drop", str(args.max_drop)], cwd=ROOT, capture_output=True, text=True,
+    command = [sys.executable, "-m", "mt", "adapt", str(args.out), "--suggestions", str(store), "--max-drop",
+               str(args.max_drop), *(a for s in args.sets for a in ("--set", s))]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                           env=os.environ | {"OMP_NUM_THREADS": str(args.threads)})
     seconds = time.perf_counter() - start
     if done.returncode not in (0, 1):
@@ -127,7 +130,8 @@ def main() -> None:
                      "BLEU after": after[name][0], "BLEU gain": round(after[name][0] - before[name][0], 2),
                      "chrF before": before[name][1], "chrF after": after[name][1]})
         print(rows[-1], flush=True)
-    record("bench_adapt.py", f"mt adapt, {args.run}: {accepted} of {len(chosen)} corrections from "
+    settings = f", --set {' '.join(args.sets)}" if args.sets else ""
+    record("bench_adapt.py", f"mt adapt{settings}, {args.run}: {accepted} of {len(chosen)} corrections from "
            f"{args.domain[0].parent.name} accepted (seed {args.seed}); {verdict}; {seconds:.0f} s, "
            f"{args.threads} thread(s)", rows)
 

@@ -463,7 +463,7 @@ def test_request_fields_take_their_types_from_json_or_a_form_and_name_the_field_
 def test_request_fields_are_listed_for_the_docs_from_the_declarations_requests_are_parsed_with():
     fields = request_fields()
     assert list(fields) == ["POST /translate", "POST /translate_file", "POST /detect", "POST /api/translate",
-                            "POST /suggest", "GET /api/suggestions", "POST /api/suggestions/{id}"]
+                            "POST /suggest", "GET /api/suggestions", "POST /api/suggestions/{id}", "POST /api/model"]
     assert {"name": "alternatives", "type": "a whole number", "range": "from 0 to --max-beam − 1", "default": "0",
             "help": "Other translations per text besides the best (none for HTML)."} in fields["POST /translate"]
     options = {field["name"]: field for field in fields["POST /api/translate"]}
@@ -945,3 +945,68 @@ print(len(os.listdir("/proc/self/task")) - threads, torch.get_num_threads())
     assert done.returncode == 0, done.stderr
     started, threads = map(int, done.stdout.split())
     assert threads == 2 and (started == 0) == alone
+
+
+def test_an_operator_changes_the_model_without_dropping_a_request(trained_runs, translator, offline, tmp_path):
+    """Clients translate while POST /api/model swaps in another checkpoint of the same vocabulary: every request is
+    answered by one of the two models, and each sent after the swap by the new one (the cache starts anew)."""
+    other = load_checkpoint(trained_runs[0] / "checkpoints" / "step-00000004.pt")
+    torch.manual_seed(0)
+    for weights in other.model.values():  # the tiny run's step 4 and 8 say the same: weights of its own
+        weights.add_(torch.randn_like(weights))
+    other_path = tmp_path / "other.pt"
+    save_checkpoint(other, other_path)
+
+    def load(path: Path):
+        other = load_translator(path, "cpu")
+        other.config.decode = translator.config.decode
+        return other
+
+    new = dict(zip(SENTENCES, load(other_path).translate_lines(SENTENCES)))
+    assert all(new[s] != offline[s] for s in SENTENCES[:3])  # the two models tell apart
+    app = create_app(translator, "mt", ServeConfig(), frozenset({"op"}), load=load)
+    answers, stop, swapped = [], threading.Event(), threading.Event()
+
+    def client(sentence: str) -> None:
+        while not stop.is_set():
+            after = swapped.is_set()
+            response = post(url, "/translate", json={"q": sentence, "source": "zh", "target": "en", "api_key": "op"})
+            answers.append((sentence, after, response.status_code, response.json().get("translatedText")))
+
+    with running(app) as url:
+        with ThreadPoolExecutor(3) as pool:
+            clients = [pool.submit(client, sentence) for sentence in SENTENCES[:3]]
+            time.sleep(0.5)
+            changed = post(url, "/api/model", json={"checkpoint": str(other_path), "api_key": "op"})
+            swapped.set()
+            time.sleep(0.5)
+            stop.set()
+            for done in clients:
+                done.result()
+        assert changed.status_code == 200 and changed.json()["step"] == 4
+        assert httpx.get(url + "/api/info").json()["step"] == 4
+        missing = post(url, "/api/model", json={"checkpoint": "no-such.pt", "api_key": "op"})
+        assert missing.status_code == 400 and "no-such.pt" in missing.json()["error"]
+        assert post(url, "/api/model", json={"checkpoint": str(other_path)}).status_code == 403  # no key
+    assert all(code == 200 for _, _, code, _ in answers)
+    assert all(text in (offline[s], new[s]) for s, _, _, text in answers)
+    late = [(s, text) for s, after, _, text in answers if after]
+    assert late and all(text == new[s] for s, text in late)
+    assert any(not after for _, after, _, _ in answers)
+
+
+def test_a_server_without_keys_keeps_its_model(translator, trained_runs):
+    with running(create_app(translator, "mt", ServeConfig(), load=lambda path: translator)) as url:
+        refused = post(url, "/api/model", json={"checkpoint": str(trained_runs[0] / "checkpoints" / "best.pt")})
+        assert refused.status_code == 403 and "--api-keys" in refused.json()["error"]
+
+
+def test_mt_serve_changes_its_model_with_its_own_settings(checkpoint, trained_runs, tmp_path):
+    """`mt serve`'s own loader: the new model keeps the server's decode settings (--beam 2 here)."""
+    (tmp_path / "keys").write_text("op\n", encoding="utf-8")
+    other = trained_runs[0] / "checkpoints" / "step-00000004.pt"
+    with mt_serve("--checkpoint", str(checkpoint), "--api-keys", "keys", "--beam", "2", cwd=tmp_path) as (_, url):
+        changed = post(url, "/api/model", json={"checkpoint": str(other), "api_key": "op"})
+        assert changed.status_code == 200 and changed.json()["step"] == 4
+        info = httpx.get(url + "/api/info", params={"api_key": "op"}).json()
+        assert info["step"] == 4 and info["decode"]["beam_size"] == 2

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -36,16 +37,18 @@ from mt.serve.suggestions import Suggestions
 
 
 def create_app(translator: Translator, engine: str, limits: ServeConfig, api_keys: frozenset[str] = frozenset(),
-               glossary: Glossary | None = None, soft: bool = False, suggestions: Path | None = None):
+               glossary: Glossary | None = None, soft: bool = False, suggestions: Path | None = None,
+               load: Callable[[Path], Translator] | None = None):
     """The ASGI application (Starlette), with the server's glossary for requests that bring none; `soft`: the
     glossaries' mode (mt/text/glossary_modes.py); `suggestions`: the SQLite file that keeps them
-    (mt/serve/suggestions.py; none: POST /suggest is refused, as LibreTranslate refuses it by default)."""
+    (mt/serve/suggestions.py; none: POST /suggest is refused, as LibreTranslate refuses it by default); `load`:
+    how POST /api/model loads another checkpoint (none: it is refused)."""
     # A malformed multipart form is answered 400; its parser's own warning for each would let any client fill the log.
     logging.getLogger("python_multipart").setLevel(logging.ERROR)
     data = translator.config.data
     admission = Admission(Bounds(limits, data.src_lang, data.tgt_lang), api_keys)
     pipeline = Pipeline(translator, limits, glossary, soft, Suggestions(suggestions) if suggestions else None)
-    libre, own = LibreTranslate(pipeline, admission), MtApi(pipeline, admission, engine)
+    libre, own = LibreTranslate(pipeline, admission), MtApi(pipeline, admission, engine, load)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -77,6 +80,7 @@ def create_app(translator: Translator, engine: str, limits: ServeConfig, api_key
               Route("/suggest", libre.suggest, methods=["POST"]),
               Route("/api/translate", own.translate, methods=["POST"]), Route("/api/info", own.info),
               Route("/api/suggestions", own.suggestions, methods=["GET"]),
-              Route("/api/suggestions/{number:int}", own.decide, methods=["POST"])]
+              Route("/api/suggestions/{number:int}", own.decide, methods=["POST"]),
+              Route("/api/model", own.model, methods=["POST"])]
     return Starlette(routes=routes, lifespan=lifespan,
                      exception_handlers={ApiError: refused, HTTPException: http_error, Exception: failed})

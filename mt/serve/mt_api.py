@@ -1,33 +1,47 @@
 """mt's own API and its page: POST /api/translate (each sentence's n-best with scores, mt translate's decoding
-options, cross-attention maps), GET /api/info (the model's facts, the cache's counts), and the page at /
-(mt/serve/web/index.html, one self-contained file: it works offline)."""
+options, cross-attention maps), GET /api/info (the model's facts, the cache's counts), an operator's routes
+(suggestions, POST /api/model), and the page at / (mt/serve/web/index.html, one self-contained file: it works
+offline)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
+from collections.abc import Callable
 from importlib import resources
+from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from mt.core.errors import MtError
+from mt.decode.translator import Translator
 from mt.serve.admission import Admission
 from mt.serve.answers import lines_json
 from mt.serve.errors import ApiError
 from mt.serve.pipeline import Pipeline
-from mt.serve.requests import DECODE_OPTIONS, DecisionRequest, SuggestionsRequest, TranslateRequest
+from mt.serve.requests import DECODE_OPTIONS, DecisionRequest, ModelRequest, SuggestionsRequest, TranslateRequest
 from mt.serve.suggestions import Suggestions
 from mt.text.marks import Marked
+
+log = logging.getLogger(__name__)
 
 
 class MtApi:
     """mt's own handlers and the page."""
 
-    def __init__(self, pipeline: Pipeline, admission: Admission, engine: str):
-        self.pipeline, self.admission, self.engine = pipeline, admission, engine
-        self.translator, self.limits = pipeline.translator, admission.bounds.limits
+    def __init__(self, pipeline: Pipeline, admission: Admission, engine: str,
+                 load: Callable[[Path], Translator] | None = None):
+        """load: a checkpoint loaded as the served one was (device, compute type, the server's decode settings),
+        for POST /api/model; None: the served model cannot change (the CTranslate2 engine's export)."""
+        self.pipeline, self.admission, self.engine, self.load = pipeline, admission, engine, load
+        self.limits = admission.bounds.limits
         self.page = (resources.files("mt.serve") / "web" / "index.html").read_text(encoding="utf-8")
+
+    @property
+    def translator(self) -> Translator:
+        return self.pipeline.translator
 
     async def translate(self, request: Request) -> Response:
         """{"q": text, "attention", "glossary", and the decode options of `mt translate` by their names there:
@@ -65,6 +79,22 @@ class MtApi:
         if row is None:
             raise ApiError(404, f"no suggestion {number}")
         return JSONResponse(row)
+
+    async def model(self, request: Request) -> Response:
+        """An operator's change of the served model (one of the server's API keys needed): the checkpoint loads
+        while the served model answers, then serves from the next batch on; no request is dropped."""
+        if self.load is None:
+            raise ApiError(403, "The CTranslate2 engine serves the export it started with")
+        if not self.admission.api_keys:
+            raise ApiError(403, "Changing the model needs one of the server's API keys: start it with --api-keys")
+        ask = await self.admission.admit(request, ModelRequest)
+        try:
+            translator = await asyncio.to_thread(self.load, Path(ask.checkpoint))
+        except MtError as e:
+            raise ApiError(400, f"Cannot load {ask.checkpoint}: {e}")
+        await self.pipeline.change_model(request, translator)
+        log.info(f"serving {ask.checkpoint} (step {translator.facts.get('step')})")
+        return JSONResponse({"checkpoint": ask.checkpoint, **translator.facts})
 
     def _operated(self) -> Suggestions:
         """The suggestions, where the server keeps them and has API keys, which an operator's requests need."""

@@ -92,17 +92,35 @@ class Pipeline:
         has them (for the same settings and glossary) and no map is asked for; the others (each once) from the
         worker, as one job."""
         settings = (dataclasses.astuple(decode), glossary.finder.key if glossary is not None else None)
-        found = [None if attention else self.remembered(sentence) or self.cache.get((sentence, settings))
+        cache = self.cache  # the model's that translates them: another model's comes with a cache of its own
+        found = [None if attention else self.remembered(sentence) or cache.get((sentence, settings))
                  for sentence in sentences]
         todo = list(dict.fromkeys(sentence for sentence, hit in zip(sentences, found) if hit is None))
         done, maps = {}, {}
         if todo:
             nbests, attentions = await self._on_worker(request, self.worker.submit, todo, decode, attention, glossary)
             for sentence, nbest in zip(todo, nbests):
-                self.cache.put((sentence, settings), nbest)
+                cache.put((sentence, settings), nbest)
             done, maps = dict(zip(todo, nbests)), dict(zip(todo, attentions or []))
         found = [hit or done[sentence] for sentence, hit in zip(sentences, found)]
         return found, [maps.get(sentence, [None] * len(nbest)) for sentence, nbest in zip(sentences, found)]
+
+    async def change_model(self, request: Request, translator: Translator) -> None:
+        """Serve `translator` from the next batch on, with an empty cache. The swap is queued on the worker, so
+        that each batch is decoded by one model; its vocabulary must be the served one's, as the requests queued
+        before it were encoded with that."""
+        served = self.translator
+        if (translator.tokenizer.vocab_hash, translator.tokenizer.scripts, translator.config.data.src_lang,
+                translator.config.data.tgt_lang) != (served.tokenizer.vocab_hash, served.tokenizer.scripts,
+                                                     served.config.data.src_lang, served.config.data.tgt_lang):
+            raise ApiError(400, "Its vocabulary or languages differ from the served model's: serve it with mt serve "
+                                "--checkpoint")
+
+        def swap() -> None:
+            self.translator = self.worker.translator = translator
+            self.cache = Cache(self.limits.cache_size)
+
+        await self._on_worker(request, self.worker.call, swap)
 
     def remembered(self, sentence: str) -> list[Translation] | None:
         """An accepted suggestion's translation of the sentence, a person's: sure, each word too."""

@@ -250,6 +250,14 @@ class DecisionRequest(Request):
     api_key: ApiKey = None
 
 
+class ModelRequest(Request):
+    """POST /api/model, mt's own: an operator's change of the served model."""
+
+    checkpoint: Annotated[str, Given, Within()] = Field(description="A checkpoint file on the server, of the served "
+                                                        "model's vocabulary (e.g. RUN/checkpoints/adapted.pt).")
+    api_key: ApiKey = None
+
+
 # The decode keys a request may set, by the names of their command-line options: beam, alpha, nbest, split, …
 DECODE_OPTIONS = {f.name: flag_of(f)[2:].replace("-", "_") for f in dataclasses.fields(DecodeConfig)
                   if f.metadata["per_request"]}
@@ -357,7 +365,8 @@ def _span(field: FieldInfo, limits: ServeConfig | None = None) -> str:
 
 ROUTES = {"POST /translate": LibreTranslateRequest, "POST /translate_file": FileRequest,
           "POST /detect": DetectRequest, "POST /api/translate": TranslateRequest, "POST /suggest": SuggestRequest,
-          "GET /api/suggestions": SuggestionsRequest, "POST /api/suggestions/{id}": DecisionRequest}
+          "GET /api/suggestions": SuggestionsRequest, "POST /api/suggestions/{id}": DecisionRequest,
+          "POST /api/model": ModelRequest}
 
 
 def request_fields() -> dict[str, list[dict[str, str]]]:

@@ -6,6 +6,7 @@ import ipaddress
 import logging
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -21,13 +22,14 @@ log = logging.getLogger(__name__)
 
 def serve(translator: Translator, engine: str, limits: ServeConfig, host: str, port: int,
           api_keys: frozenset[str] = frozenset(), glossary: Glossary | None = None, soft: bool = False,
-          suggestions: Path | None = None) -> None:
-    """Serve until SIGTERM or Ctrl-C, which stop accepting, finish the requests in flight, and return."""
+          suggestions: Path | None = None, load: Callable[[Path], Translator] | None = None) -> None:
+    """Serve until SIGTERM or Ctrl-C, which stop accepting, finish the requests in flight, and return. `load`: how
+    POST /api/model loads another checkpoint (create_app)."""
     sock = _listen(host, port)
     address = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     if not ipaddress.ip_address(sock.getsockname()[0]).is_loopback and not api_keys:
         log.warning(f"listening on {host}, which other machines can reach, with no API keys (--api-keys FILE)")
-    config = uvicorn.Config(create_app(translator, engine, limits, api_keys, glossary, soft, suggestions),
+    config = uvicorn.Config(create_app(translator, engine, limits, api_keys, glossary, soft, suggestions, load),
                             log_level="warning", access_log=False,
                             timeout_graceful_shutdown=int(limits.request_timeout) + 5)
     server = uvicorn.Server(config)

@@ -3,9 +3,9 @@ run's own training pairs replayed beside them so that it keeps what it knew, beh
 used only where its dev-set BLEU is at most `max_drop` under the model it started from.
 
 The adaptation is a run of its own, RUN/adapted/N/ (its log and checkpoints), beside N.tsv (the corrections) and
-N.yaml (its config: the run's, with the corrections as an extra training corpus and a fine-tuning schedule). Where the gate
-passes, its best checkpoint is copied to RUN/checkpoints/adapted.pt (the one an earlier adaptation left there is
-replaced); where it fails, the adaptation stays in its own directory and nothing else changes.
+N.yaml (its config: the run's, with the corrections as an extra training corpus and a fine-tuning schedule).
+Where the gate passes, its best checkpoint is copied to RUN/checkpoints/adapted.pt (the one a previous adaptation
+left there is replaced); where it fails, the adaptation stays in its own directory and nothing else changes.
 """
 
 from __future__ import annotations
