@@ -23,9 +23,9 @@ from mt.core.errors import MtError
 log = logging.getLogger(__name__)
 
 REPEAT = 20  # each correction this many times an epoch: a few hundred pairs among the run's thousands
-# A short fine-tuning, as configs/finetune-cpu.yaml's: a low peak rate moves the weights without wiping out what
-# they know; one validation at the end, whose checkpoint is the adapted model.
-SCHEDULE = {"max_steps": 300, "max_minutes": 0.0, "warmup_steps": 50, "lr_scale": 0.1, "decay": "linear",
+# A short fine-tuning at configs/finetune-cpu.yaml's rate: a low peak (0.05 · d_model^-0.5 · 50^-0.5) moves the
+# weights without wiping out what they know; one validation at the end, whose checkpoint is the adapted model.
+SCHEDULE = {"max_steps": 300, "max_minutes": 0.0, "warmup_steps": 50, "lr_scale": 0.05, "decay": "linear",
             "eval_every": 300, "keep_last": 0}
 
 
