@@ -116,6 +116,13 @@ def test_near_duplicates_differ_only_in_case_width_punctuation_spaces_or_chinese
     assert kept([first, *near, *other], DuplicatesFilter(near=False)) == [first, *near, *other]
 
 
+def test_of_near_duplicates_the_best_formed_is_kept_wherever_it_stands():
+    careless = [("我爱你。", "i love you."), ("我爱你。", "I LOVE YOU."), ("我爱你。", "Ｉ love you."),
+                ("我爱你。", "I love you"), ("我爱你。", " I love  you.")]
+    best, also_good = ("我爱你。", "I love you."), ("我爱你。", "I love you!")
+    assert kept([*careless, best, also_good, ("你好。", "Hello.")], DuplicatesFilter()) == [best, ("你好。", "Hello.")]
+
+
 def test_markup_is_taken_out_of_a_pair_and_a_pair_of_code_or_remnants_is_removed():
     repaired = [("<p>我爱你。</p>", '<div class="tr">I love you.&nbsp;</div>'),
                 ("汤姆&amp;玛丽", "Tom &amp;amp; Mary"), ("他说：&quot;好。&quot;", 'He said, <b>"Yes."</b>'),

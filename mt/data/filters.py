@@ -32,7 +32,7 @@ from pydantic import Field, model_validator
 from mt.core.errors import MtError
 from mt.core.schema import SECTION, Float, Int, NonNegative, Positive, Share, key, key_error
 from mt.data.normalise import normalised, share_in, stable_hash, writing_system
-from mt.data.repairs import ends_sentence, sentences, without_markup, without_mojibake
+from mt.data.repairs import ends_sentence, oddities, sentences, without_markup, without_mojibake
 
 if TYPE_CHECKING:
     import numpy as np
@@ -295,7 +295,8 @@ class QuestionsFilter(ColumnFilter):
 class DuplicatesFilter(ColumnFilter):
     """duplicates: a pair seen before in the corpus, compared normalised as the contamination guard compares
     texts (case, width, punctuation, spaces and Chinese script ignored), or with `near: false` only spaces at the
-    ends and doubled inside ignored."""
+    ends and doubled inside ignored. Of a pair's copies, the best-formed is kept (repairs.oddities: fewest signs
+    of careless copying, then the first)."""
 
     filter: Literal["duplicates"] = key("duplicates", "The filter.")
     near: bool = key(True, "Pairs that differ only in case, width, punctuation, spaces or Chinese script are "
@@ -306,7 +307,8 @@ class DuplicatesFilter(ColumnFilter):
         import numpy as np
 
         near = columns["pair_norm"]
-        return _first(np.where(near != 0, near, columns["pair_key"]) if self.near else columns["pair_key"], alive, 1)
+        keys = np.where(near != 0, near, columns["pair_key"]) if self.near else columns["pair_key"]
+        return _first(keys, alive, 1, columns["pair_oddities"])
 
 
 @registered
@@ -402,11 +404,13 @@ DEFAULT_FILTERS = [EncodingFilter(), MarkupFilter(), LengthFilter(), CopyFilter(
 
 def row_columns(src: list[str], tgt: list[str], langs: Langs) -> dict[str, list]:
     """What the column filters read of each pair: its sides' characters, questions, sentence ends and sentences,
-    and the hashes of its source and pair."""
+    how carelessly it seems copied (oddities), and the hashes of its source and pair."""
     spaced = [" ".join(s.split()) for s in src], [" ".join(t.split()) for t in tgt]
+    src_end, tgt_end = [ends_sentence(s) for s in src], [ends_sentence(t) for t in tgt]
     return {"src_chars": [_chars(s) for s in src], "tgt_chars": [_chars(t) for t in tgt],
             "src_question": [_question(s) for s in src], "tgt_question": [_question(t) for t in tgt],
-            "src_end": [ends_sentence(s) for s in src], "tgt_end": [ends_sentence(t) for t in tgt],
+            "src_end": src_end, "tgt_end": tgt_end,
+            "pair_oddities": [oddities(s, b) + oddities(t, a) for s, t, a, b in zip(src, tgt, src_end, tgt_end)],
             "src_sentences": [sentences(s, langs[0]) for s in src],
             "tgt_sentences": [sentences(t, langs[1]) for t in tgt],
             "src_key": [stable_hash(s) for s in spaced[0]],
@@ -450,12 +454,14 @@ def _ratios(columns: dict[str, np.ndarray], alive: np.ndarray) -> tuple[np.ndarr
     return ratio, medians[bins]
 
 
-def _first(keys: np.ndarray, alive: np.ndarray, keep: int) -> np.ndarray:
-    """The first `keep` alive rows of each key (in corpus order) kept; the others not."""
+def _first(keys: np.ndarray, alive: np.ndarray, keep: int, rank: np.ndarray | None = None) -> np.ndarray:
+    """The first `keep` alive rows of each key kept (by `rank`, lowest first, then in corpus order); the others
+    not."""
     import numpy as np
 
     rows = np.flatnonzero(alive)
-    order = np.argsort(keys[rows], kind="stable")  # rows of a key together, in corpus order
+    ranks = rank[rows] if rank is not None else np.zeros(len(rows), dtype=np.int64)
+    order = np.lexsort((ranks, keys[rows]))  # rows of a key together, by rank, in corpus order (a stable sort)
     sorted_keys = keys[rows][order]
     starts = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
     rank = np.arange(len(rows)) - np.maximum.accumulate(np.where(starts, np.arange(len(rows)), 0))

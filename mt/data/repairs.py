@@ -113,6 +113,21 @@ def _from_gbk(text: str) -> str:
     return fixed if fixed != text and HAN.search(fixed) and CJK_TEXT.fullmatch(fixed) else text
 
 
+# Letters and digits in full width (Ａ, ０): the ASCII forms of them are what every language writes.
+WIDE_ALNUM = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]")
+
+
+def oddities(text: str, other_ends: bool) -> int:
+    """How many signs of a copy made carelessly a side shows: letters or digits in full width, all its letters in
+    capitals (four or more), a first letter in lower case where case is written, spaces at its ends or doubled,
+    and no sentence end where the other side (`other_ends`) has one. Of duplicates, the one with fewest is kept."""
+    letters = [c for c in text if c.isalpha()]
+    cased = [c for c in letters if c.isupper() or c.islower()]
+    return (bool(WIDE_ALNUM.search(text)) + (len(cased) >= 4 and all(c.isupper() for c in cased))
+            + bool(cased and cased[0].islower()) + (text != text.strip() or "  " in text)
+            + (other_ends and not ends_sentence(text)))
+
+
 def ends_sentence(text: str) -> bool:
     text = text.rstrip()
     return END.search(text) is not None and TRAILING.search(text) is None
