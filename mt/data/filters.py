@@ -454,14 +454,14 @@ def _ratios(columns: dict[str, np.ndarray], alive: np.ndarray) -> tuple[np.ndarr
     return ratio, medians[bins]
 
 
-def _first(keys: np.ndarray, alive: np.ndarray, keep: int, rank: np.ndarray | None = None) -> np.ndarray:
-    """The first `keep` alive rows of each key kept (by `rank`, lowest first, then in corpus order); the others
+def _first(keys: np.ndarray, alive: np.ndarray, keep: int, worse: np.ndarray | None = None) -> np.ndarray:
+    """The first `keep` alive rows of each key kept (the least `worse` first, then in corpus order); the others
     not."""
     import numpy as np
 
     rows = np.flatnonzero(alive)
-    ranks = rank[rows] if rank is not None else np.zeros(len(rows), dtype=np.int64)
-    order = np.lexsort((ranks, keys[rows]))  # rows of a key together, by rank, in corpus order (a stable sort)
+    worst_last = worse[rows] if worse is not None else np.zeros(len(rows), dtype=np.int64)
+    order = np.lexsort((worst_last, keys[rows]))  # rows of a key together, the least worse first (a stable sort)
     sorted_keys = keys[rows][order]
     starts = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
     rank = np.arange(len(rows)) - np.maximum.accumulate(np.where(starts, np.arange(len(rows)), 0))
