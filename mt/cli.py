@@ -97,10 +97,11 @@ def adapt(run_dir: Annotated[Path, typer.Argument(help="A run directory: its che
           set_: SetOption = None, device: DeviceOption = None):
     """Fine-tune a run's model on the corrections its server accepted, with its own training pairs replayed;
     where its dev-set BLEU holds (--max-drop), write it to RUN/checkpoints/adapted.pt."""
+    from mt.serve.suggestions import accepted
     from mt.train.adapt import adapt as run_adaptation
 
-    result = run_adaptation(run_dir, suggestions, max_drop, [*(set_ or []), *([f"train.device={device}"] if device
-                                                                               else [])])
+    result = run_adaptation(run_dir, accepted(suggestions), max_drop,
+                            [*(set_ or []), *([f"train.device={device}"] if device else [])])
     print(result)
     if not result.passed:
         raise typer.Exit(1)

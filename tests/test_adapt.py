@@ -71,7 +71,7 @@ def test_a_failed_gate_keeps_the_adaptation_aside(run_dir, tmp_path, capsys, mon
 def test_bad_input_is_one_line(run_dir, tmp_path, capsys, problem, message):
     store = tmp_path / "s.sqlite"
     if problem != "no store":
-        store_of(store, {}, {"你好。": "aaaa aaaa"})
+        store_of(store, CORRECTIONS if problem == "no run" else {}, {"你好。": "aaaa aaaa"})
     code = run(["adapt", str(tmp_path if problem == "no run" else run_dir), "--suggestions", str(store)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0]

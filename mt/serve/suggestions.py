@@ -136,5 +136,20 @@ class Suggestions:
         self.db.close()
 
 
+def accepted(path: Path) -> dict[str, str]:
+    """The accepted suggestions of a suggestions file, by source (the newest accepted one of each): what `mt adapt`
+    learns from."""
+    if not path.is_file():
+        raise MtError(f"{path}: no such suggestions database (mt serve --suggestions writes one)")
+    store = Suggestions(path)
+    try:
+        found = dict(store.memory)
+    finally:
+        store.close()
+    if not found:
+        raise MtError(f"{path}: no accepted suggestions to adapt to")
+    return found
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -49,22 +49,9 @@ class Adapted:
                 f"({verdict})")
 
 
-def corrections(store: Path) -> dict[str, str]:
-    """The accepted suggestions of a suggestions database, by source (the latest accepted one of each)."""
-    from mt.serve.suggestions import Suggestions
-
-    if not store.is_file():
-        raise MtError(f"{store}: no such suggestions database (mt serve --suggestions writes one)")
-    suggestions = Suggestions(store)
-    try:
-        return dict(suggestions.memory)
-    finally:
-        suggestions.close()
-
-
-def adapt(run_dir: Path, store: Path, max_drop: float, sets: list[str]) -> Adapted:
-    """Fine-tune RUN's best checkpoint on the store's corrections and the run's training pairs; gate it on the dev
-    set. `sets`: --set overrides of the adaptation's config (its schedule, its device)."""
+def adapt(run_dir: Path, pairs: dict[str, str], max_drop: float, sets: list[str]) -> Adapted:
+    """Fine-tune RUN's best checkpoint on the corrections (source → translation) and the run's training pairs;
+    gate it on the dev set. `sets`: --set overrides of the adaptation's config (its schedule, its device)."""
     from mt.decode.translator import load_translator
     from mt.train.loop import train
 
@@ -72,9 +59,6 @@ def adapt(run_dir: Path, store: Path, max_drop: float, sets: list[str]) -> Adapt
     if not best.is_file():
         raise MtError(f"{run_dir}: no checkpoints/best.pt to adapt (is it a run directory?)")
     check_replaceable(adapted, CHECKPOINT)
-    pairs = corrections(store)
-    if not pairs:
-        raise MtError(f"{store}: no accepted suggestions to adapt to")
     original = load_translator(best)
     out = _new_run(run_dir / "adapted")
     config = load_config([_write_config(out, original.config, pairs)], sets, str(out))
@@ -111,9 +95,9 @@ def _write_config(out: Path, config, pairs: dict[str, str]) -> Path:
 
 
 def _dev_bleu(translator, config) -> float:
-    """BLEU on the config's dev set (its first data.dev_max_sentences), with the config's search."""
+    """BLEU on the config's whole dev set (training validates on data.dev_max_sentences of it, for speed), with the
+    config's search."""
     from mt.decode.evaluate import evaluate, read_held_out
 
-    sources, [references] = read_held_out(config.data, "dev")
-    limit = config.data.dev_max_sentences or len(sources)
-    return evaluate(translator, sources[:limit], [references[:limit]], config.decode).bleu
+    sources, references = read_held_out(config.data, "dev")
+    return evaluate(translator, sources, references, config.decode).bleu
