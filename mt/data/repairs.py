@@ -121,8 +121,7 @@ def oddities(text: str, other_ends: bool) -> int:
     """How many signs of a copy made carelessly a side shows: letters or digits in full width, all its letters in
     capitals (four or more), a first letter in lower case where case is written, spaces at its ends or doubled,
     and no sentence end where the other side (`other_ends`) has one. Of duplicates, the one with fewest is kept."""
-    letters = [c for c in text if c.isalpha()]
-    cased = [c for c in letters if c.isupper() or c.islower()]
+    cased = [c for c in text if c.isupper() or c.islower()]
     return (bool(WIDE_ALNUM.search(text)) + (len(cased) >= 4 and all(c.isupper() for c in cased))
             + bool(cased and cased[0].islower()) + (text != text.strip() or "  " in text)
             + (other_ends and not ends_sentence(text)))

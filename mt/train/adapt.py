@@ -10,17 +10,13 @@ left there is replaced); where it fails, the adaptation stays in its own directo
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-import yaml
-
-from mt.config import config_to_dict, load_config
+from mt.config import Config, load_config, save_config
 from mt.core.atomic import CHECKPOINT, TEXT, atomic_write_bytes, check_replaceable
 from mt.core.errors import MtError
-
-log = logging.getLogger(__name__)
+from mt.data.config import CorpusConfig
 
 REPEAT = 20  # each correction this many times an epoch: a few hundred pairs among the run's thousands
 # A short fine-tuning at configs/finetune-cpu.yaml's rate: a low peak (0.05 · d_model^-0.5 · 50^-0.5) moves the
@@ -79,22 +75,21 @@ def _new_run(parent: Path) -> Path:
     return parent / str(number)
 
 
-def _write_config(out: Path, config, pairs: dict[str, str]) -> Path:
+def _write_config(out: Path, config: Config, pairs: dict[str, str]) -> Path:
     """The adaptation's corrections (OUT.tsv) and config (OUT.yaml): the run's, the corrections added to its
     training corpora."""
     lines = "".join(f"{' '.join(s.split())}\t{' '.join(t.split())}\n" for s, t in pairs.items())
     corrections_file = out.with_name(f"{out.name}.tsv")
     atomic_write_bytes(corrections_file, lines.encode("utf-8"), TEXT)
-    raw = config_to_dict(config)
-    raw["data"]["extra_train"] = [*raw["data"]["extra_train"],
-                                  {"path": str(corrections_file), "repeat": REPEAT, "filters": []}]
-    raw["train"].update(SCHEDULE)
+    corrections = CorpusConfig(path=str(corrections_file), repeat=REPEAT, filters=[])
+    adapting = replace(config, data=replace(config.data, extra_train=[*config.data.extra_train, corrections]),
+                       train=replace(config.train, **SCHEDULE))
     path = out.with_name(f"{out.name}.yaml")
-    atomic_write_bytes(path, yaml.safe_dump(raw, allow_unicode=True, sort_keys=False).encode("utf-8"), TEXT)
+    save_config(adapting, path)
     return path
 
 
-def _dev_bleu(translator, config) -> float:
+def _dev_bleu(translator, config: Config) -> float:
     """BLEU on the config's whole dev set (training validates on data.dev_max_sentences of it, for speed), with the
     config's search."""
     from mt.decode.evaluate import evaluate, read_held_out
