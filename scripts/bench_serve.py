@@ -1,8 +1,10 @@
-"""`mt serve` under load, over loopback: requests/s and latency at 1, 8, 32 and 128 concurrent clients, with
-batching across requests on and off (one request decoded at a time), against offline `mt translate`; then
-10,000 requests checked one by one against the offline translation of their sentence; and the server's memory.
-Then real text at 1 client: a paragraph of 5 sentences (which the server splits and decodes as one batch) against
-a single sentence, and the answer to a sentence the translation cache holds.
+"""`mt serve` under load, over loopback: requests/s and latency at 1, 8, 32 and 128 concurrent clients, with each
+kind of batching across requests (continuous, rounds) and without (one request decoded at a time), one after the
+other in one run, against offline `mt translate`; then 10,000 requests checked one by one against the offline
+translation of their sentence; and the server's memory. Then real text at 1 client, with each kind of batching: a
+paragraph of 5 sentences (which the server splits and decodes together) against a single sentence, and a sentence
+sent while another client's long paragraphs (20 sentences) are being translated; and the answer to a sentence the
+translation cache holds. The CTranslate2 engine decodes in rounds only.
 
 Each client is an httpx AsyncClient task sending one Tatoeba test sentence per request to LibreTranslate's
 /translate, with the model's own decode settings (the quick-start's: beam 4). The load levels run with the
@@ -35,6 +37,16 @@ import httpx
 from records import record  # scripts/records.py: the results file
 
 ROOT = Path(__file__).resolve().parents[1]
+# `mt serve`'s batching, each measured in the same run: continuous (its default with mt's engine), rounds, and one
+# request at a time (a token budget of 1)
+MODES = {"continuous": [], "rounds": ["--batching", "rounds"], "off": ["--batch-tokens", "1"]}
+
+
+def modes(engine: str) -> dict[str, list[str]]:
+    """The kinds of batching the engine has, each with its `mt serve` options: the default first."""
+    return MODES if engine == "mt" else {"rounds": [], "off": MODES["off"]}
+
+
 LOAD = ["batching", "clients", "requests", "req/s", "p50 ms", "p99 ms", "errors", "wrong"]
 TEST = ROOT.parent / "shared" / "data" / "zh-en" / "tatoeba" / "test.zh"
 
@@ -170,7 +182,7 @@ def correctness(model: Path, args, sentences: list[str], expected: dict[str, str
     server.stop()
     rss = [mb for _, mb in server.rss]
     third = max(len(rss) // 3, 1)
-    row = {"run": "correctness", "batching": "on", "clients": 32, "requests": r["requests"],
+    row = {"run": "correctness", "batching": next(iter(modes(args.engine))), "clients": 32, "requests": r["requests"],
            "req/s": round(r["rps"], 1), "errors": r["errors"], "wrong": r["wrong"],
            "lost": args.correctness - r["requests"], "peak RSS MB": round(max(rss)),
            "RSS MB, first third": round(statistics.mean(rss[:third])),
@@ -183,11 +195,11 @@ def correctness(model: Path, args, sentences: list[str], expected: dict[str, str
 
 
 def levels(model: Path, args, sentences: list[str], expected: dict[str, str], offline_rate: float) -> list[dict]:
-    """The load levels with batching on and off, cache off: a row each, printed as it is measured; each "on" row
-    also gives its speed as a ratio of "off" and of offline."""
+    """The load levels with each kind of batching and without, cache off: a row each, printed as it is measured;
+    each batching row also gives its speed as a ratio of "off" and of offline."""
     print("\n" + "\n".join(table([], LOAD)))
     rows = {}
-    for batching, options in (("on", []), ("off", ["--batch-tokens", "1"])):
+    for batching, options in modes(args.engine).items():
         server = Server(model, args.engine, "--cache-size", "0", *options, compute_type=args.compute_type)
         for clients in args.clients:
             probe = asyncio.run(load(server.url, sentences, expected, clients, clients * 4))  # also a warm-up
@@ -200,42 +212,80 @@ def levels(model: Path, args, sentences: list[str], expected: dict[str, str], of
             print(table([rows[batching, clients]], LOAD)[-1], flush=True)
         server.stop()
     for clients in args.clients:
-        on = rows["on", clients]
-        on.update({"× batching off": round(on["req/s"] / rows["off", clients]["req/s"], 2),
-                   "× offline": round(on["req/s"] / offline_rate, 2)})
-        print(f"{clients} clients: batching {on['× batching off']:.2f}× one at a time, "
-              f"{on['× offline']:.2f}× offline")
+        off = rows["off", clients]["req/s"]
+        for batching in modes(args.engine).keys() - {"off"}:
+            on = rows[batching, clients]
+            on.update({"× batching off": round(on["req/s"] / off, 2),
+                       "× offline": round(on["req/s"] / offline_rate, 2)})
+            print(f"{clients} clients: {batching} {on['× batching off']:.2f}× one at a time, "
+                  f"{on['× offline']:.2f}× offline")
     return list(rows.values())
 
 
 def real_text(model: Path, engine: str, compute_type: str, sentences: list[str], count: int) -> list[dict]:
-    """At 1 client: `count` paragraphs of 5 consecutive sentences against `count` single sentences, cache off;
-    then `count` sentences with the cache on, sent once to fill it, then three times more, answered from it. A row
-    per kind of request."""
+    """At 1 client, with each kind of batching, cache off: `count` paragraphs of 5 consecutive sentences against
+    `count` single sentences, and the single sentences again while a second client sends paragraphs of the 20
+    longest test sentences, one after another. Then, cache on, `count` sentences sent once to fill it, then three
+    times more, answered from it. A row per kind of request."""
     count = min(count, len(sentences) // 5)
     singles = sentences[:count]
     paragraphs = ["".join(sentences[5 * i:5 * i + 5]) for i in range(count)]  # Chinese: no space between sentences
-    server = Server(model, engine, "--cache-size", "0", compute_type=compute_type)
-    one_by_one(server.url, singles[:10] + paragraphs[:10])  # warm-up
-    single, paragraph = one_by_one(server.url, singles), one_by_one(server.url, paragraphs)
-    server.stop()
+    long_paragraph = "".join(sorted(sentences, key=len)[-20:])
+    rows = []
+    for batching, options in modes(engine).items():
+        if batching == "off":
+            continue
+        server = Server(model, engine, "--cache-size", "0", *options, compute_type=compute_type)
+        one_by_one(server.url, singles[:10] + paragraphs[:10])  # warm-up
+        single, paragraph = one_by_one(server.url, singles), one_by_one(server.url, paragraphs)
+        beside = beside_paragraphs(server.url, singles, long_paragraph)
+        server.stop()
+        mine = [{"run": "real text, 1 client", "batching": batching, "request": name,
+                 "mean ms": round(1000 * statistics.mean(latencies), 1),
+                 "p50 ms": round(1000 * statistics.median(latencies), 1),
+                 "p99 ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1)}
+                for name, latencies in (("1 sentence", single), ("paragraph of 5 sentences", paragraph),
+                                        ("1 sentence while another client's paragraphs of 20 run", beside))]
+        for row, latencies in zip(mine[1:], (paragraph, beside)):
+            row["× 1 sentence"] = round(statistics.mean(latencies) / statistics.mean(single), 2)  # mean latency
+        rows += mine
     server = Server(model, engine, compute_type=compute_type)
     one_by_one(server.url, singles)  # each decoded once, now in the cache
     hit = one_by_one(server.url, singles * 3)
     cache = httpx.get(server.url + "/api/info").json()["cache"]
     server.stop()
-    rows = [{"run": "real text, 1 client", "request": name, "mean ms": round(1000 * statistics.mean(latencies), 1),
-             "p50 ms": round(1000 * statistics.median(latencies), 1),
-             "p99 ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1)}
-            for name, latencies in (("1 sentence", single), ("paragraph of 5 sentences", paragraph),
-                                    ("1 sentence from the cache", hit))]
-    rows[1]["× 1 sentence"] = round(statistics.mean(paragraph) / statistics.mean(single), 2)  # mean latency
-    rows[2].update({"cache hits": cache["hits"], "cache misses": cache["misses"]})
+    rows.append({"run": "real text, 1 client", "batching": next(iter(modes(engine))),
+                 "request": "1 sentence from the cache", "mean ms": round(1000 * statistics.mean(hit), 1),
+                 "p50 ms": round(1000 * statistics.median(hit), 1),
+                 "p99 ms": round(1000 * hit[int(0.99 * (len(hit) - 1))], 1),
+                 "cache hits": cache["hits"], "cache misses": cache["misses"]})
     print(f"\nreal text at 1 client ({count} requests each, 3 × {count} from the cache; cache off unless said; ms):")
-    print("\n".join(table(rows, ["request", "mean ms", "p50 ms", "p99 ms"])))
-    print(f"paragraph ÷ sentence: {rows[1]['× 1 sentence']:.2f}× (mean latency); "
-          f"cache: {rows[2]['cache hits']} hits, {rows[2]['cache misses']} misses")
+    print("\n".join(table(rows, ["batching", "request", "mean ms", "p50 ms", "p99 ms"])))
+    for row in rows:
+        if "× 1 sentence" in row:
+            print(f"{row['batching']}: {row['request']} ÷ 1 sentence: {row['× 1 sentence']:.2f}× (mean latency)")
+    print(f"cache: {rows[-1]['cache hits']} hits, {rows[-1]['cache misses']} misses")
     return rows
+
+
+def beside_paragraphs(url: str, singles: list[str], paragraph: str) -> list[float]:
+    """The latencies of `singles` sent one by one (one_by_one) while a second client sends `paragraph` again and
+    again, from its first answer on."""
+    stop, answered = threading.Event(), threading.Event()
+
+    def other_client() -> None:
+        with httpx.Client(base_url=url, timeout=120) as client:
+            while not stop.is_set():
+                client.post("/translate", json={"q": paragraph, "source": "zh", "target": "en"}).raise_for_status()
+                answered.set()
+
+    other = threading.Thread(target=other_client, daemon=True)
+    other.start()
+    answered.wait(timeout=120)
+    latencies = one_by_one(url, singles)
+    stop.set()
+    other.join(timeout=120)
+    return latencies
 
 
 def one_by_one(url: str, texts: list[str]) -> list[float]:

@@ -340,14 +340,17 @@ def test_bench_serve(checkpoint, tmp_path):
     out = run("bench_serve.py", "--checkpoint", str(checkpoint), "--sentences", "20", "--clients", "1", "4",
               "--seconds", "0.2", "--correctness", "20", "--real-text", "3", tmp_path=tmp_path)
     assert "| batching | clients | requests | req/s | p50 ms | p99 ms | errors | wrong |" in out
-    assert len(lines_like(r"\| (on|off) \| [14] \| .*", out)) == 4
-    assert lines_like(rf"4 clients: batching {NUMBER}× one at a time, {NUMBER}× offline", out)
+    assert len(lines_like(r"\| (continuous|rounds|off) \| [14] \| .*", out)) == 6
+    for batching in ("continuous", "rounds"):
+        assert lines_like(rf"4 clients: {batching} {NUMBER}× one at a time, {NUMBER}× offline", out)
+        for request in ("1 sentence", "paragraph of 5 sentences", "1 sentence while another client's paragraphs"):
+            assert lines_like(rf"\| {batching} \| {request}.* \| {NUMBER} \| {NUMBER} \| {NUMBER} \|", out)
+        assert lines_like(rf"{batching}: paragraph of 5 sentences ÷ 1 sentence: {NUMBER}× \(mean latency\)", out)
     # (how many differ is not checked: an untrained model's near-ties may fall either way in another batch)
     assert lines_like(r"correctness: 20 requests at 32 clients, 0 lost, 0 errors, \d+ differ from the offline .*", out)
     assert lines_like(rf"server memory: peak {NUMBER} MB; .*", out)
-    for request in ("1 sentence", "paragraph of 5 sentences", "1 sentence from the cache"):
-        assert lines_like(rf"\| {request} \| {NUMBER} \| {NUMBER} \| {NUMBER} \|", out)
-    assert lines_like(rf"paragraph ÷ sentence: {NUMBER}× \(mean latency\); cache: \d+ hits, \d+ misses", out)
+    assert lines_like(rf"\| continuous \| 1 sentence from the cache \| {NUMBER} \| {NUMBER} \| {NUMBER} \|", out)
+    assert lines_like(r"cache: \d+ hits, \d+ misses", out)
     [entry] = recorded(tmp_path, "bench_serve")
     assert {row["run"] for row in entry["figures"]} == {"offline", "load", "correctness", "real text, 1 client"}
     assert all(row["req/s"] > 0 for row in entry["figures"] if row["run"] == "load")

@@ -19,14 +19,14 @@ MODULES = {  # bottom up inside each package
     "model": [{"config", "dropout"}, {"transformer"}],
     "exchange": [{"checkpoint"}, {"export"}, {"marian"}, {"ctranslate2", "huggingface", "import_huggingface"}],
     "decode": [{"cache", "packing", "shortlist", "sampling", "constraints", "confidence"}, {"engine", "steps", "guard"},
-               {"search", "score"}, {"constrained"}, {"searcher", "ctranslate2"}, {"translator"},
+               {"search", "score"}, {"constrained", "running"}, {"searcher", "ctranslate2"}, {"translator"},
                {"evaluate", "distill", "confidence_fit"}],
     "clean": [{"contamination"}, {"cleaning"}, {"report"}],
     "text": [{"sentences"}, {"marks"}, {"align", "markup"}, {"glossary_modes"}, {"documents", "texts"}, {"files"}],
     "train": [{"prepare", "loss", "training_log"}, {"trainer", "progress", "updates"}, {"validation"}, {"loop"},
               {"adapt"}],
     "serve": [{"errors", "languages", "batcher", "limits", "answers", "translation_cache", "suggestions"},
-              {"downloads", "bodies"},
+              {"downloads", "bodies", "continuous"},
               {"requests", "pipeline"}, {"admission"}, {"libretranslate", "mt_api"}, {"app"}, {"server"}],
 }
 

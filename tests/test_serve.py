@@ -402,9 +402,10 @@ class Broken:
         return getattr(self.inner, name)
 
 
-@pytest.mark.parametrize("broken", ["translate_ids", "encode"])  # in the worker; in the request's handler
-def test_a_fault_is_answered_500_and_logged_once(translator, caplog, broken):
-    with running(create_app(Broken(translator, broken), "mt", ServeConfig())) as url:
+@pytest.mark.parametrize("batching, broken", [  # in the worker (in rounds; continuous); in the request's handler
+    ("rounds", "translate_ids"), ("continuous", "translated"), ("continuous", "encode")])
+def test_a_fault_is_answered_500_and_logged_once(translator, caplog, batching, broken):
+    with running(create_app(Broken(translator, broken), "mt", serve_config(batching=batching))) as url:
         answer = post(url, "/translate", json={"q": "你好。", "source": "zh", "target": "en"})
     assert answer.status_code == 500 and answer.json() == {"error": "Cannot translate text: it broke"}
     assert len([record for record in caplog.records if record.exc_info]) == 1  # the server stopped: all logged
@@ -486,18 +487,44 @@ def test_info_tells_the_models_facts(url, translator):
 
 
 class Recording:
-    """A translator that records the sources (ids) of each search it gets."""
+    """A translator that records the sources (ids) of each search it gets (in rounds), or that join its running
+    search together (continuous), each taking `delay` more."""
 
     def __init__(self, translator, delay: float = 0.0):
         self.inner, self.calls, self.delay = translator, [], delay
+        self.engine = RecordingEngine(translator.engine, self)
 
     def __getattr__(self, name):  # the rest is the real translator's
         return getattr(self.inner, name)
 
     def translate_ids(self, src_ids, decode=None, terms=None):
+        self.record(src_ids)
+        return self.inner.translate_ids(src_ids, decode, terms)
+
+    def record(self, src_ids):
         self.calls.append(list(src_ids))
         time.sleep(self.delay)
-        return self.inner.translate_ids(src_ids, decode, terms)
+
+
+class RecordingEngine:
+    """An engine whose running searches tell `recording` the sources that join them."""
+
+    def __init__(self, engine, recording: Recording):
+        self.inner, self.recording = engine, recording
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def running_search(self, decode):
+        search = self.inner.running_search(decode)
+        admit = search.admit
+
+        def recorded(keys, src_ids, limits):
+            self.recording.record(src_ids)
+            admit(keys, src_ids, limits)
+
+        search.admit = recorded
+        return search
 
 
 def test_requests_that_wait_together_are_decoded_together_and_each_gets_its_own_answer(translator, offline):

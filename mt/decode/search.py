@@ -85,23 +85,13 @@ def beam_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, bea
     limits = max_len.tolist()
     for step in range(int(max_len.max())):
         log_probs = decoder.log_probs(ys)                                           # [N*K, V]
-        # a sentence's best 2K continuations (room after EOS) are among each of its rows' best 2K: ranking those
-        # alone leaves out a sum and a ranking over all K·V
-        width = min(2 * k, log_probs.size(-1))
-        row_best, row_tokens = log_probs.topk(width, dim=-1)                        # [N*K, 2K]
-        candidates = (scores.view(-1, 1) + row_best).view(len(active), k * width)   # [N, K*2K]
-        top_scores, top_index = candidates.topk(min(2 * k, k * width), dim=-1)      # [N, 2K]
-        top_rows = top_index // width + torch.arange(len(active), device=device)[:, None] * k
-        top_tokens = decoder.ids(row_tokens.view(len(active), k * width).gather(1, top_index))
-        top_lps = row_best.view(len(active), k * width).gather(1, top_index)         # [N, 2K]: the tokens' own
-        top_scores, top_rows, top_tokens = top_scores.tolist(), top_rows.tolist(), top_tokens.tolist()
-        top_lps = top_lps.tolist()
+        top_scores, top_rows, top_tokens, top_lps = best_continuations(log_probs, scores, decoder.ids)
         survivors, still_active = [], []                                            # (row, token, score, lp)
         for n, sentence in enumerate(active):
             ranked = zip(top_scores[n], top_rows[n], top_tokens[n], top_lps[n])
             at_limit = step + 1 >= limits[sentence]
-            kept = _extend(ranked, ys, token_lps, k, at_limit, alpha, finished[sentence])
-            if kept and not _done(finished[sentence], kept[0][2], nbest, limits[sentence], alpha):
+            kept = extend_hypotheses(ranked, ys, token_lps, k, at_limit, alpha, finished[sentence])
+            if kept and not search_done(finished[sentence], kept[0][2], nbest, limits[sentence], alpha):
                 survivors += kept + [(kept[0][0], PAD, float("-inf"), 0.0)] * (k - len(kept))  # dead rows: -inf
                 still_active.append(sentence)
         if not still_active:
@@ -116,7 +106,24 @@ def beam_search(model: Transformer | Ensemble, src: Tensor, max_len: Tensor, bea
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
 
 
-def _extend(ranked, ys: Tensor, token_lps: Tensor, k: int, at_limit: bool, alpha: float,
+def best_continuations(log_probs: Tensor, scores: Tensor, ids=lambda columns: columns) -> tuple[list, ...]:
+    """The best 2K continuations of each of N sentences' K hypotheses: log_probs [N*K, V] of the next token, scores
+    [N, K] of the hypotheses so far (-inf: a dead row) → per sentence, best first, lists of 2K scores, rows (of the
+    N*K), token ids (`ids`: columns → ids) and the tokens' own log-probabilities."""
+    n, k = scores.shape
+    # a sentence's best 2K continuations (room after EOS) are among each of its rows' best 2K: ranking those
+    # alone leaves out a sum and a ranking over all K·V
+    width = min(2 * k, log_probs.size(-1))
+    row_best, row_tokens = log_probs.topk(width, dim=-1)                        # [N*K, 2K]
+    candidates = (scores.view(-1, 1) + row_best).view(n, k * width)             # [N, K*2K]
+    top_scores, top_index = candidates.topk(min(2 * k, k * width), dim=-1)      # [N, 2K]
+    top_rows = top_index // width + torch.arange(n, device=scores.device)[:, None] * k
+    top_tokens = ids(row_tokens.view(n, k * width).gather(1, top_index))
+    top_lps = row_best.view(n, k * width).gather(1, top_index)                   # [N, 2K]: the tokens' own
+    return top_scores.tolist(), top_rows.tolist(), top_tokens.tolist(), top_lps.tolist()
+
+
+def extend_hypotheses(ranked, ys: Tensor, token_lps: Tensor, k: int, at_limit: bool, alpha: float,
             finished: list[Hypothesis]) -> list[tuple[int, int, float, float]]:
     """Walk one sentence's candidates (score, row, token, the token's log-probability), best first: one ending in
     EOS (or reaching the length limit) joins `finished`; the others stay open, up to k of them. Returns the open
@@ -134,7 +141,7 @@ def _extend(ranked, ys: Tensor, token_lps: Tensor, k: int, at_limit: bool, alpha
     return kept
 
 
-def _done(finished: list[Hypothesis], best_open: float, nbest: int, max_len: int, alpha: float) -> bool:
+def search_done(finished: list[Hypothesis], best_open: float, nbest: int, max_len: int, alpha: float) -> bool:
     """True when no open hypothesis can enter the n-best any more."""
     if len(finished) < nbest:
         return False

@@ -22,6 +22,7 @@ from mt.decode.engine import Hypothesis, search_sources
 from mt.decode.packing import PackedWeights
 from mt.decode.sampling import TokenSampling
 from mt.decode.score import gold_log_probs
+from mt.decode.running import RunningSearch
 from mt.decode.search import beam_search, greedy_search
 from mt.decode.shortlist import Shortlist, narrowed_generator
 from mt.decode.steps import Ensemble
@@ -126,6 +127,14 @@ class Searcher:
                 self.ensemble, src, max_len, beams, terms, alpha=decode.alpha,
                 nbest=decode.nbest, min_len=decode.min_len, no_repeat_ngram_size=decode.no_repeat_ngram_size,
                 vocab=vocab, generators=generators)
+
+    def running_search(self, decode: DecodeConfig) -> RunningSearch:
+        """A running search with decode's settings (continuous batching, mt/decode/running.py): greedy or beam
+        search, over the whole vocabulary (no shortlist), without sampling or terms. Its products are those of
+        `_search`, packed for no one number of rows (MKL then packs none)."""
+        generators = [model.generator for model in self.models]
+        return RunningSearch(self.ensemble, decode.beam_size, decode.nbest, decode.alpha, decode.min_len,
+                             decode.no_repeat_ngram_size, lambda: self.products(self._packed(generators), None))
 
     def _packed(self, generators: list[nn.Module]) -> list[nn.Module]:
         """The modules whose weights a search packs: oneDNN packs every product; MKL packs for one number of rows,

@@ -23,7 +23,7 @@ from mt.core.errors import MtError
 from mt.core.run_dir import latest_run
 from mt.decode.confidence import SIGNALS, Confidence, Estimator, confidences_of, signals, words_of
 from mt.decode.score import PairScore, score_pairs, token_log_probs
-from mt.decode.engine import SearchEngine, output_limit, search_sources
+from mt.decode.engine import Hypothesis, SearchEngine, output_limit, search_sources
 from mt.decode.guard import Normal, failure, on_failure, retried
 from mt.decode.searcher import Searcher
 from mt.decode.steps import Ensemble
@@ -144,10 +144,17 @@ class Translator:
         empty source gets one empty translation. With decode.guard, a best translation that fails
         (mt/decode/guard.py) is searched again another way; one that still fails is as decode.on_failure says."""
         decode = decode or self.decode
-        todo = [i for i, ids in enumerate(src_ids) if len(ids) > 1]  # more than EOS alone
+        todo = to_search(src_ids)
+        found = search_sources(self.engine, [src_ids[i] for i in todo], decode,
+                               [terms[i] for i in todo] if terms else None)
+        return self.translated(src_ids, todo, found, decode, terms)
+
+    def translated(self, src_ids: list[list[int]], todo: list[int], found: list[list[Hypothesis]],
+                   decode: DecodeConfig, terms: list[Terms | None] | None = None) -> list[list[Translation]]:
+        """The translations of sources whose `todo` ones (to_search) were searched with decode's settings, `found`
+        their hypotheses; the others empty (as translate_ids)."""
         outputs = [[Translation("", 0.0, confidence=Confidence(1.0, []))] for _ in src_ids]  # nothing to get wrong
-        found = self._search([src_ids[i] for i in todo], decode, [terms[i] for i in todo] if terms else None)
-        for i, translations in zip(todo, found):
+        for i, translations in zip(todo, self._read([src_ids[i] for i in todo], found)):
             outputs[i] = translations
         if decode.guard and not decode.sample:
             self._guard(src_ids, todo, outputs, decode, terms)
@@ -155,10 +162,13 @@ class Translator:
 
     def _search(self, src_ids: list[list[int]], decode: DecodeConfig,
                 terms: list[Terms | None] | None) -> list[list[Translation]]:
-        """Each source's translations (none empty), each with the tokens its search gave, and its confidence where
-        the search gave its tokens' log-probabilities (mt's own searches but the constrained one): no pass more; the
-        others get theirs where asked for (with_confidence)."""
-        found = search_sources(self.engine, src_ids, decode, terms)
+        """Each source's translations (none empty), as _read gives them."""
+        return self._read(src_ids, search_sources(self.engine, src_ids, decode, terms))
+
+    def _read(self, src_ids: list[list[int]], found: list[list[Hypothesis]]) -> list[list[Translation]]:
+        """Each source's translations from its search's hypotheses, each with the tokens its search gave, and its
+        confidence where the search gave its tokens' log-probabilities (mt's own searches but the constrained one):
+        no pass more; the others get theirs where asked for (with_confidence)."""
         outputs = [[Translation(text, h.score, tokens=h.tokens) for text, h in
                     zip(self.tokenizer.decode_tgt([h.tokens for h in hyps]), hyps)] for hyps in found]
         read = [(k, n, h) for k, hyps in enumerate(found) for n, h in enumerate(hyps) if h.log_probs is not None]
@@ -220,6 +230,11 @@ class Translator:
     def translate_lines(self, lines: list[str], decode: DecodeConfig | None = None) -> list[str]:
         """One output line per input line, in input order; an empty input line gives an empty output line."""
         return [best[0].text for best in self.translate(lines, decode)]
+
+
+def to_search(src_ids: list[list[int]]) -> list[int]:
+    """The sources a search translates: those with more than EOS alone (an empty one's translation is empty)."""
+    return [i for i, ids in enumerate(src_ids) if len(ids) > 1]
 
 
 def reported(glossary: TermFinder, matches: list[list[Match]],

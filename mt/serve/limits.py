@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -13,6 +13,7 @@ from mt.core.errors import MtError
 from mt.core.schema import SECTION, Float, NonNegative, NonNegativeFloat, Positive, flag_of, key
 
 Seconds = Annotated[Float, Field(ge=1e-3)]  # a wait: a millisecond at the least
+Batching = Literal["continuous", "rounds"]  # how the worker decodes requests together (docs/serving.md)
 
 
 @dataclass
@@ -34,8 +35,11 @@ class ServeConfig:
                                     "it is removed.")
     download_limit: Positive = key(200_000_000, "Bytes of translated files waiting for their download at most; more: "
                                    "503.")
-    batch_wait_ms: NonNegativeFloat = key(5.0, "Gathering requests to decode together ends when none has come for "
-                                          "this long (a request waits at most 10×).")
+    batching: Batching = key("continuous", "How requests are decoded together: continuous (their sentences join a "
+                             "running search at every decoder step and leave it when done; mt's own engine) or "
+                             "rounds (the requests gathered are decoded as one batch; the CTranslate2 engine always).")
+    batch_wait_ms: NonNegativeFloat = key(5.0, "With rounds: gathering requests to decode together ends when none has "
+                                          "come for this long (a request waits at most 10×).")
     batch_tokens: Positive = key(4000, "Source tokens decoded together at most; 1 decodes one request at a time.")
     queue_size: Positive = key(256, "Requests waiting for the model at most; more: 503.")
     request_timeout: Seconds = key(60.0, "Seconds a request may wait for its translation; more: 503.")

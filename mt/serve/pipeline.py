@@ -20,6 +20,7 @@ from mt.decode.translator import Translation, Translator
 from mt.text.glossary_modes import GlossaryUse
 from mt.serve.answers import Done
 from mt.serve.batcher import BatchingWorker, Busy
+from mt.serve.continuous import ContinuousWorker
 from mt.serve.errors import ApiError
 from mt.serve.limits import ServeConfig
 from mt.serve.suggestions import Judgement, Suggestions, judge
@@ -60,8 +61,11 @@ class Pipeline:
         return GlossaryUse(TermFinder(glossary, self.translator.tokenizer), self.soft)
 
     def start(self) -> None:
-        self.worker = BatchingWorker(self.translator, self.limits.batch_wait_ms, self.limits.batch_tokens,
-                                     self.limits.queue_size)
+        # an engine with a running search: mt's own (Searcher)
+        continuous = self.limits.batching == "continuous" and hasattr(self.translator.engine, "running_search")
+        worker = ContinuousWorker if continuous else BatchingWorker
+        self.worker = worker(self.translator, self.limits.batch_wait_ms, self.limits.batch_tokens,
+                             self.limits.queue_size)
 
     def stop(self) -> None:
         self.worker.stop()
