@@ -37,14 +37,14 @@ import httpx
 from records import record  # scripts/records.py: the results file
 
 ROOT = Path(__file__).resolve().parents[1]
-# `mt serve`'s batching, each measured in the same run: continuous (its default with mt's engine), rounds, and one
-# request at a time (a token budget of 1)
-MODES = {"continuous": [], "rounds": ["--batching", "rounds"], "off": ["--batch-tokens", "1"]}
+# `mt serve`'s batching, each measured in the same run: rounds (its default), continuous, and one request at a time
+# (a token budget of 1)
+MODES = {"rounds": [], "continuous": ["--batching", "continuous"], "off": ["--batch-tokens", "1"]}
 
 
 def modes(engine: str) -> dict[str, list[str]]:
     """The kinds of batching the engine has, each with its `mt serve` options: the default first."""
-    return MODES if engine == "mt" else {"rounds": [], "off": MODES["off"]}
+    return MODES if engine == "mt" else {"rounds": MODES["rounds"], "off": MODES["off"]}
 
 
 LOAD = ["batching", "clients", "requests", "req/s", "p50 ms", "p99 ms", "errors", "wrong"]

@@ -349,7 +349,7 @@ def test_bench_serve(checkpoint, tmp_path):
     # (how many differ is not checked: an untrained model's near-ties may fall either way in another batch)
     assert lines_like(r"correctness: 20 requests at 32 clients, 0 lost, 0 errors, \d+ differ from the offline .*", out)
     assert lines_like(rf"server memory: peak {NUMBER} MB; .*", out)
-    assert lines_like(rf"\| continuous \| 1 sentence from the cache \| {NUMBER} \| {NUMBER} \| {NUMBER} \|", out)
+    assert lines_like(rf"\| rounds \| 1 sentence from the cache \| {NUMBER} \| {NUMBER} \| {NUMBER} \|", out)
     assert lines_like(r"cache: \d+ hits, \d+ misses", out)
     [entry] = recorded(tmp_path, "bench_serve")
     assert {row["run"] for row in entry["figures"]} == {"offline", "load", "correctness", "real text, 1 client"}

@@ -614,9 +614,10 @@ def test_a_call_runs_on_the_worker_thread_in_its_turn(translator):
     worker.stop()
 
 
-def test_a_client_that_disconnects_leaves_no_work_behind(translator):
+@pytest.mark.parametrize("batching", ["rounds", "continuous"])
+def test_a_client_that_disconnects_leaves_no_work_behind(translator, batching):
     recording = Recording(translator, delay=1.0)
-    with running(create_app(recording, "mt", ServeConfig())) as url:
+    with running(create_app(recording, "mt", serve_config(batching=batching))) as url:
         with ThreadPoolExecutor(1) as pool:
             busy = pool.submit(post, url, "/translate", json={"q": "谢谢你。", "source": "zh", "target": "en"})
             time.sleep(0.3)  # the worker is busy with that one for a second
@@ -974,7 +975,9 @@ print(len(os.listdir("/proc/self/task")) - threads, torch.get_num_threads())
     assert threads == 2 and (started == 0) == alone
 
 
-def test_an_operator_changes_the_model_without_dropping_a_request(trained_runs, translator, offline, tmp_path):
+@pytest.mark.parametrize("batching", ["rounds", "continuous"])
+def test_an_operator_changes_the_model_without_dropping_a_request(trained_runs, translator, offline, tmp_path,
+                                                                  batching):
     """Clients translate while POST /api/model swaps in another checkpoint of the same vocabulary: every request is
     answered by one of the two models, and each sent after the swap by the new one (the cache starts anew)."""
     other = load_checkpoint(trained_runs[0] / "checkpoints" / "step-00000004.pt")
@@ -991,7 +994,7 @@ def test_an_operator_changes_the_model_without_dropping_a_request(trained_runs, 
 
     new = dict(zip(SENTENCES, load(other_path).translate_lines(SENTENCES)))
     assert all(new[s] != offline[s] for s in SENTENCES[:3])  # the two models tell apart
-    app = create_app(translator, "mt", ServeConfig(), frozenset({"op"}), load=load)
+    app = create_app(translator, "mt", serve_config(batching=batching), frozenset({"op"}), load=load)
     answers, stop, swapped = [], threading.Event(), threading.Event()
 
     def client(sentence: str) -> None:

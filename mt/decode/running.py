@@ -103,7 +103,8 @@ class RunningSearch:
         index = self._long(keep)
         self.ys = torch.cat([self.ys[index], self._long(tokens)[:, None]], dim=1)
         self.lps = torch.cat([self.lps[index], torch.tensor(token_lps, device=self.device)[:, None]], dim=1)
-        still = [n for n, source in enumerate(self.sources) if not any(source is d for d in done)]
+        finished = {id(source) for source in done}
+        still = [n for n, source in enumerate(self.sources) if id(source) not in finished]
         memory_rows = None if len(still) == len(self.sources) else self._long(still)
         for cache in self.caches:
             cache.select(index, memory_rows, self.now + 1)
@@ -258,9 +259,13 @@ class RunningCache:
         slots up to step `now` (excluded) are kept."""
         for slots in self.slots:
             slots.select(rows, self._used(now))
-        if memory_rows is not None:
+        if memory_rows is not None:  # … and as many source positions as the longest of theirs has
             self.src_mask = self.src_mask.index_select(0, memory_rows)
-            self.cross = [(k.index_select(0, memory_rows), v.index_select(0, memory_rows)) for k, v in self.cross]
+            real = self.src_mask.flatten(1).any(0).nonzero()                                       # [S', 1]
+            width = int(real.max()) + 1 if len(real) else 0
+            self.src_mask = self.src_mask[..., :width]
+            self.cross = [(k.index_select(0, memory_rows)[:, :, :width], v.index_select(0, memory_rows)[:, :, :width])
+                          for k, v in self.cross]
 
     def forget_before(self, first: int) -> None:
         """The oldest running row's BOS is at step `first`: no row attends to the slots before it."""

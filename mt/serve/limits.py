@@ -35,9 +35,9 @@ class ServeConfig:
                                     "it is removed.")
     download_limit: Positive = key(200_000_000, "Bytes of translated files waiting for their download at most; more: "
                                    "503.")
-    batching: Batching = key("continuous", "How requests are decoded together: continuous (their sentences join a "
-                             "running search at every decoder step and leave it when done; mt's own engine) or "
-                             "rounds (the requests gathered are decoded as one batch; the CTranslate2 engine always).")
+    batching: Batching = key("rounds", "How requests are decoded together: rounds (the requests gathered are decoded "
+                             "as one batch) or continuous (their sentences join a running search at every decoder "
+                             "step and leave it when done; mt's own engine, else rounds).")
     batch_wait_ms: NonNegativeFloat = key(5.0, "With rounds: gathering requests to decode together ends when none has "
                                           "come for this long (a request waits at most 10×).")
     batch_tokens: Positive = key(4000, "Source tokens decoded together at most; 1 decodes one request at a time.")
