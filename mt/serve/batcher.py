@@ -1,4 +1,5 @@
-"""Batching across requests: a bounded queue of translation jobs and one worker thread that decodes them together.
+"""Batching across requests, in rounds: a bounded queue of translation jobs and one worker thread that decodes them
+together (`mt serve --batching rounds`, the default; continuous batching: mt/serve/continuous.py).
 
 A server's requests arrive one sentence or a few at a time; decoding each alone leaves most of the machine idle. The
 worker takes the oldest job and the others waiting, and, while fewer have come than it expects (the last round's

@@ -1,6 +1,7 @@
-"""Continuous batching across requests (`mt serve --batching continuous`, the default with mt's own engine): the
-worker keeps one running search (mt/decode/running.py), which each job's sentences join at the next decoder step,
-and which each sentence leaves as soon as its search is done; a job is answered when its last sentence is.
+"""Continuous batching across requests (`mt serve --batching continuous`, with mt's own engine; the default is
+rounds, mt/serve/batcher.py): the worker keeps one running search (mt/decode/running.py), which each job's
+sentences join at the next decoder step, and which each sentence leaves as soon as its search is done; a job is
+answered when its last sentence is.
 
 A request never waits for a batch that began before it came, nor for its neighbours' longer sentences. Jobs are
 admitted in the order they came, while the running sources hold fewer than `max_tokens` source tokens (a job comes
