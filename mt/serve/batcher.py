@@ -154,23 +154,33 @@ class BatchingWorker:
                 found = self.translator.translate_ids(src_ids, group[0].decode, terms if any(terms) else None)
                 log.debug(f"translated {len(src_ids)} lines of {len(group)} requests in "
                           f"{1000 * (time.perf_counter() - start):.0f} ms; {self.jobs.qsize()} requests waiting")
-                finished = []
-                for job in group:
-                    mine, found = found[:len(job.lines)], found[len(job.lines):]
-                    if job.glossary is not None:
-                        mine = job.glossary.finished(self.translator, job.lines, job.matches, mine)
-                    finished += mine
-                # every translation's confidence, read for the whole group at once
-                scored = iter(with_confidence(self.translator, [line for job in group for line in job.lines],
-                                              finished, src_ids))
-                for job in group:
-                    mine = [next(scored) for _ in job.lines]
-                    job.result.set_result((mine, self._attention(job, mine) if job.attention else None))
+                self._answer(group, self.translator, found)
             except Exception as e:  # noqa: BLE001 - the requests get the error; the worker carries on
-                log.exception("translation failed")
-                for job in group:
-                    if not job.result.done():
-                        job.result.set_exception(e)
+                self._failed(group, e)
+
+    def _answer(self, group: list[Job], translator: Translator, found: list[list[Translation]]) -> None:
+        """Answer each job of a group with its lines' translations (`found`, the group's lines in order): with a
+        glossary, what became of its terms; every translation with its confidence, read for the whole group at
+        once where its search gave none."""
+        finished = []
+        for job in group:
+            mine, found = found[:len(job.lines)], found[len(job.lines):]
+            if job.glossary is not None:
+                mine = job.glossary.finished(translator, job.lines, job.matches, mine)
+            finished += mine
+        scored = iter(with_confidence(translator, [line for job in group for line in job.lines], finished,
+                                      [ids for job in group for ids in job.src_ids]))
+        for job in group:
+            mine = [next(scored) for _ in job.lines]
+            job.result.set_result((mine, self._attention(job, mine) if job.attention else None))
+
+    @staticmethod
+    def _failed(group: list[Job], error: Exception) -> None:
+        """Every job of a group not answered yet gets the error (logged once)."""
+        log.exception("translation failed")
+        for job in group:
+            if not job.result.done():
+                job.result.set_exception(error)
 
     @staticmethod
     def _call(call: Call) -> None:

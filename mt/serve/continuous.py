@@ -17,16 +17,13 @@ Each sentence's outputs are those it gets offline in float32 (mt/decode/running.
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from dataclasses import dataclass, field
 
 from mt.decode.engine import Hypothesis, output_limit
 from mt.decode.running import RunningSearch
-from mt.decode.translator import Translator, to_search, with_confidence
+from mt.decode.translator import Translator, to_search
 from mt.serve.batcher import BatchingWorker, Call, Job
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -108,7 +105,7 @@ class ContinuousWorker(BatchingWorker):
         for job in jobs:
             opened = Open(job, translator, to_search(job.src_ids))
             if not opened.todo:
-                self._finish(opened)
+                self._finish([opened])
             for i in opened.todo:
                 keys.append((opened, i))
                 src_ids.append(job.src_ids[i])
@@ -117,42 +114,42 @@ class ContinuousWorker(BatchingWorker):
             if keys:
                 self.running.admit(keys, src_ids, limits)
         except Exception as e:  # noqa: BLE001 - the jobs get the error; the worker carries on
-            self._failed(e, {opened for opened, _ in keys})
+            self._stopped(e, {opened for opened, _ in keys})
 
     def _step(self) -> None:
         """One step of the running search; each job whose last sentence is done is answered."""
         try:
             done = self.running.step()
         except Exception as e:  # noqa: BLE001 - the running jobs get the error; the worker carries on
-            self._failed(e)
+            self._stopped(e)
             return
+        complete = []
         for (opened, line), hypotheses in done:
             opened.found[line] = hypotheses
             if len(opened.found) == len(opened.todo):
-                self._finish(opened)
+                complete.append(opened)
+        if complete:
+            self._finish(complete)
         if not self.running:
             self.running = None
 
-    def _finish(self, opened: Open) -> None:
-        """Answer a job whose sentences are all searched: their translations, as BatchingWorker gives them."""
-        job, translator = opened.job, opened.translator
+    def _finish(self, complete: list[Open]) -> None:
+        """Answer the jobs whose sentences are all searched (all of one running search's, so of one translator and
+        decode setting), together, as BatchingWorker answers a round's."""
+        group, translator = [opened.job for opened in complete], complete[0].translator
+        src_ids, todo, found = [], [], []
+        for opened in complete:
+            todo += [len(src_ids) + i for i in opened.todo]
+            found += [opened.found[i] for i in opened.todo]
+            src_ids += opened.job.src_ids
         try:
-            found = translator.translated(job.src_ids, opened.todo, [opened.found[i] for i in opened.todo],
-                                          job.decode)
-            if job.glossary is not None:
-                found = job.glossary.finished(translator, job.lines, job.matches, found)
-            found = with_confidence(translator, job.lines, found, job.src_ids)
-            job.result.set_result((found, self._attention(job, found) if job.attention else None))
-        except Exception as e:  # noqa: BLE001 - its request gets the error; the worker carries on
-            log.exception("translation failed")
-            job.result.set_exception(e)
+            self._answer(group, translator, translator.translated(src_ids, todo, found, group[0].decode))
+        except Exception as e:  # noqa: BLE001 - their requests get the error; the worker carries on
+            self._failed(group, e)
 
-    def _failed(self, error: Exception, admitted: set[Open] = frozenset()) -> None:
+    def _stopped(self, error: Exception, admitted: set[Open] = frozenset()) -> None:
         """The running search failed (or failed to admit the `admitted` jobs): every job in it gets the error, and
         the search ends."""
-        log.exception("translation failed")
-        for opened in admitted | {source.key[0] for source in self.running.sources}:
-            if not opened.job.result.done():
-                opened.job.result.set_exception(error)
+        self._failed([opened.job for opened in admitted | {source.key[0] for source in self.running.sources}], error)
         self.running.close()
         self.running = None
