@@ -79,3 +79,14 @@ def test_a_short_request_is_answered_while_a_long_one_runs(translator, worker, s
     long.result(timeout=120), short.result(timeout=120)
     running.stop()
     assert (order[0] == "short") == short_first
+
+
+def test_stopping_finishes_the_running_and_queued_requests_first(translator):
+    """SIGTERM's path: stop() with requests running and queued answers each of them, then ends the worker."""
+    lines = (TATOEBA / "test.zh").read_text(encoding="utf-8").splitlines()[:40]
+    worker = ContinuousWorker(translator)
+    futures = [worker.submit(lines[i:i + 4], translator.decode) for i in range(0, 40, 4)]
+    worker.stop()
+    assert not worker.thread.is_alive()
+    answers = [translation[0].text for future in futures for translation in future.result(timeout=0)[0]]
+    assert answers == [nbest[0].text for nbest in translator.translate(lines)]
