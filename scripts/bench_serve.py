@@ -213,7 +213,7 @@ def levels(model: Path, args, sentences: list[str], expected: dict[str, str], of
         server.stop()
     for clients in args.clients:
         off = rows["off", clients]["req/s"]
-        for batching in modes(args.engine).keys() - {"off"}:
+        for batching in [mode for mode in modes(args.engine) if mode != "off"]:
             on = rows[batching, clients]
             on.update({"× batching off": round(on["req/s"] / off, 2),
                        "× offline": round(on["req/s"] / offline_rate, 2)})

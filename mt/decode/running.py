@@ -125,7 +125,10 @@ class RunningSearch:
     def _log_probs(self, starts: Tensor) -> Tensor:
         """The next token's log-probabilities for every row [N, V], with the search's constraints applied."""
         tokens, positions = self.ys[:, -1:], self.now - starts                                   # [N,1], [N]
-        log_probs = [cache.log_probs(tokens, positions, starts, self.now) for cache in self.caches]
+        # a row attends to the slots from its own BOS to now: [N,1,1,L] over the steps first … now
+        steps = torch.arange(self.first, self.now + 1, device=self.device)
+        mask = (steps[None, :] >= starts[:, None])[:, None, None, :]
+        log_probs = [cache.log_probs(tokens, positions, mask, self.now) for cache in self.caches]
         log_probs = log_probs[0] if len(log_probs) == 1 else sum(w * lp for w, lp in zip(self.weights, log_probs))
         log_probs[:, [PAD, BOS]] = float("-inf")
         if self.min_len:  # rows with fewer than min_len tokens so far may not end
@@ -201,28 +204,24 @@ class RunningCache:
     def admit(self, memory: Tensor, src_mask: Tensor, now: int) -> None:
         """New sources' memory [b, S', D] and mask [b,1,1,S']: their rows join at step `now`, no keys kept yet."""
         cross = [layer.cross_attn.keys_values(memory, memory) for layer in self.layers]          # [b,H,S',d_k]
-        if self.cross is None or self.src_mask.size(0) == 0:
+        if not self.slots or not self.slots[0].rows:  # none running: the memory is theirs, the slots start at `now`
             self.cross, self.src_mask = cross, src_mask
-        else:
-            width = max(self.src_mask.size(-1), src_mask.size(-1))
-            self.cross = [(_cat_padded(k0, k1, width), _cat_padded(v0, v1, width))
-                          for (k0, v0), (k1, v1) in zip(self.cross, cross)]
-            self.src_mask = _cat_padded(self.src_mask, src_mask, width)
-        if not self.slots or not self.slots[0].rows:  # none running: the slots start at `now`
             like = cross[0][0]
             self.slots = [StepSlots(like.new_zeros(0, 64, like.size(1), like.size(-1))) for _ in self.layers]
             self.origin = self.first = now
+        else:
+            width = max(self.src_mask.size(-1), src_mask.size(-1))
+            self.cross = [(_cat_padded(k0, k1, width, 2), _cat_padded(v0, v1, width, 2))
+                          for (k0, v0), (k1, v1) in zip(self.cross, cross)]
+            self.src_mask = _cat_padded(self.src_mask, src_mask, width, -1)
         for slots in self.slots:
             slots.add(memory.size(0) * self.beams)
 
-    def log_probs(self, tokens: Tensor, positions: Tensor, starts: Tensor, now: int) -> Tensor:
-        """Each row's newest token [N,1], its position [N] and the step of its BOS [N] → the model's log-probabilities
-        of the next token [N, V]."""
+    def log_probs(self, tokens: Tensor, positions: Tensor, mask: Tensor, now: int) -> Tensor:
+        """Each row's newest token [N,1], its position [N] and the steps it attends to, mask [N,1,1,L] over the steps
+        of the oldest row's BOS … `now` → the model's log-probabilities of the next token [N, V]."""
         self._make_room(now)
         slot, used = now - self.origin, self._used(now + 1)
-        # a row attends to the slots from its own BOS to now: [N,1,1,L] over the steps first … now
-        steps = torch.arange(self.first, now + 1, device=tokens.device)
-        mask = (steps[None, :] >= starts[:, None])[:, None, None, :]
         x = self.model.tgt_embed(tokens)                                                          # [N,1,D]
         x = self.model.positions.dropout(x + self.model.positions.table[positions][:, None])    # own positions
         for layer, slots, (cross_k, cross_v) in zip(self.layers, self.slots, self.cross):
@@ -320,10 +319,9 @@ class StepSlots:
         (self.k, self.v), self.spare = moved, None
 
 
-def _cat_padded(old: Tensor, new: Tensor, width: int) -> Tensor:
-    """old [B, …, S] and new [b, …, S'] (keys, values or masks, along their source positions: dim 2 of keys
-    [B,H,S,d_k], the last of masks [B,1,1,S]) padded to `width` positions (zeros, False) → [B+b, …, width]."""
-    dim = 2 if old.dim() == 4 and old.dtype != torch.bool else -1
+def _cat_padded(old: Tensor, new: Tensor, width: int, dim: int) -> Tensor:
+    """old [B, …] and new [b, …] (keys, values or masks) padded along their source positions, `dim` (2 of keys
+    [B,H,S,d_k], -1 of masks [B,1,1,S]), to `width` positions (zeros, False) → [B+b, …]."""
     return torch.cat([_padded(old, width, dim), _padded(new, width, dim)])
 
 

@@ -28,10 +28,9 @@ from mt.serve.batcher import BatchingWorker, Call, Job
 
 @dataclass(eq=False)
 class Open:
-    """A job admitted into the running search, and its translator: the one its search runs with."""
+    """A job admitted into the running search."""
 
     job: Job
-    translator: Translator
     todo: list[int]                                    # its lines that are searched (to_search)
     found: dict[int, list[Hypothesis]] = field(default_factory=dict)  # each line's n-best, once done
 
@@ -103,7 +102,7 @@ class ContinuousWorker(BatchingWorker):
             self.running = translator.engine.running_search(decode)
         keys, src_ids, limits = [], [], []
         for job in jobs:
-            opened = Open(job, translator, to_search(job.src_ids))
+            opened = Open(job, to_search(job.src_ids))
             if not opened.todo:
                 self._finish([opened])
             for i in opened.todo:
@@ -134,16 +133,16 @@ class ContinuousWorker(BatchingWorker):
             self.running = None
 
     def _finish(self, complete: list[Open]) -> None:
-        """Answer the jobs whose sentences are all searched (all of one running search's, so of one translator and
+        """Answer the jobs whose sentences are all searched (all of the running search's, so of its translator and
         decode setting), together, as BatchingWorker answers a round's."""
-        group, translator = [opened.job for opened in complete], complete[0].translator
+        group, (translator, decode) = [opened.job for opened in complete], self.setting
         src_ids, todo, found = [], [], []
         for opened in complete:
             todo += [len(src_ids) + i for i in opened.todo]
             found += [opened.found[i] for i in opened.todo]
             src_ids += opened.job.src_ids
         try:
-            self._answer(group, translator, translator.translated(src_ids, todo, found, group[0].decode))
+            self._answer(group, translator, translator.translated(src_ids, todo, found, decode))
         except Exception as e:  # noqa: BLE001 - their requests get the error; the worker carries on
             self._failed(group, e)
 
