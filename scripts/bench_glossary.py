@@ -28,8 +28,9 @@ Figures (one record, benchmarks/results/bench_glossary.jsonl, scripts/records.py
 engine, beam): sentences; term sentences; terms; terms used (an occurrence is used when the output holds its target
 as a word, with the matching's edge rules); terms used % of those missed without the glossary; duplicated terms (a
 sentence's output holding a term's target more times than its source occurs); glued terms (missed, while the output
-holds the target inside a word); term outputs at the length limit (re-encoded); BLEU and chrF (sacreBLEU) on the term
-sentences and BLEU − none; no-term sentences identical to `none`; sentences/s of each kind and their time × none.
+holds the target inside a word); term outputs at the length limit (re-encoded); the term outputs' pieces (re-encoded)
+and their ratio to none's, which the time follows; BLEU and chrF (sacreBLEU) on the term sentences and BLEU − none;
+no-term sentences identical to `none`; sentences/s of each kind and their time × none.
 
     python scripts/bench_glossary.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt --limit 500
     python scripts/bench_glossary.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt \\
@@ -383,6 +384,7 @@ def figures(tr, decode, terms: TermSet, src_ids: list[list[int]], outputs: list[
     row["term outputs at the length limit"] = sum(
         at_limit(tr, decode, src_ids[i], outputs[i], finder.forms(matches[i]) if none is not None else None)
         for i in term)
+    row["term output pieces"] = sum(len(ids) - 2 for ids in tr.tokenizer.encode_tgt([outputs[i] for i in term]))
     if term:
         scores = score([outputs[i] for i in term], [[terms.references[i] for i in term]], "en")
         row["BLEU"], row["chrF"] = round(scores.bleu, 2), round(scores.chrf, 2)
@@ -424,6 +426,7 @@ def measure(tr, decode, name: str, beam: int, run: tuple[str, str], terms: TermS
         bleu = {"BLEU − none": round(with_terms["BLEU"] - without["BLEU"], 2)}
         with_terms = {k: v for column, value in with_terms.items()
                       for k, v in ((column, value), *(bleu.items() if column == "chrF" else ()))}
+    with_terms["term output pieces × none"] = ratio(with_terms["term output pieces"], without["term output pieces"])
     rate = speeds(tr, decode, sources, terms, mode, repeats)
     for group in GROUPS:
         found = rate.get(group, {})

@@ -468,6 +468,10 @@ def test_bench_glossary(checkpoint, corpus_dir, tmp_path):
     assert all(row["engine"] == "mt" and row["beam"] == 4 and row["sentences"] == 20 for row in rows.values())
     forced = rows["tatoeba", "forced", "hard"]
     assert 0 <= forced["terms used"] <= forced["terms"] and forced["1–2-term sentences/s"] > 0
+    pieces = forced["term output pieces"], rows["tatoeba", "forced", "none"]["term output pieces"]
+    # the outputs hold the terms' pieces (the tiny model's outputs without them may be empty: no ratio then)
+    expected = round(pieces[0] / pieces[1], 2) if pieces[1] else None
+    assert pieces[0] > 0 and forced["term output pieces × none"] == expected
 
 
 def test_bench_glossary_soft_mode(checkpoint, corpus_dir, tmp_path):

@@ -51,9 +51,9 @@ def test_term_state_meets_terms_in_any_order_and_restarts_a_broken_phrase():
     assert written([[[5, 6], [7]]], [7])[-1].done                                # either form of a term
     assert [s.done for s in written([[[5]], [[5]]], [5, 8, 5])] == [False, False, True]  # a term twice: twice
     state = Terms.of([[[5, 6]], [[9]]]).start().advance(5)
-    assert state.wanted() == ([6], [5, 9])                   # goes on with 5 6, or starts a term
-    assert state.advance(6).wanted() == ([], [9])             # 5 6 met: only 9 is wanted
-    assert state.advance(6).advance(9).wanted() == ([], []) and state.advance(6).advance(9).done
+    assert state.wanted == ([6], [5, 9])                   # goes on with 5 6, or starts a term
+    assert state.advance(6).wanted == ([], [9])             # 5 6 met: only 9 is wanted
+    assert state.advance(6).advance(9).wanted == ([], []) and state.advance(6).advance(9).done
 
 
 def test_word_pieces_and_a_form_that_ends_a_word():

@@ -11,8 +11,9 @@ out bank by bank: the best of the top bank, the best of the next one, …, then 
 EOS is open only to a row whose output holds every term, and the pieces that glue onto a word are closed to a row
 whose last token completed a form that ends a word (TermState.word_end). At its output limit a sentence's
 candidates all finish, those that miss a term too: they fill its n-best only where outputs that hold every term
-cannot. A sentence stops once no open row can enter its n-best, or once it has as many outputs that hold every term
-as it has open rows (_done). Scores mean what they mean in beam_search (mt/decode/search.py).
+cannot. A sentence stops once it has n-best outputs that hold every term and no open row that holds every term
+can enter them, or once it has as many outputs that hold every term as it has open rows (_done).
+Scores mean what they mean in beam_search (mt/decode/search.py).
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def _wanted(log_probs: Tensor, totals: Tensor, rows: list[TermState],
             decoder: StepDecoder) -> list[tuple[int, int, float]]:
     """(row, token, score) of each row's tokens that go on with its open form, and of its best token that starts a
     form of an unmet term: the scores of all P wanted tokens in one gather."""
-    wanted = [state.wanted() for state in rows]
+    wanted = [state.wanted for state in rows]
     pairs = [(row, token) for row, (go_on, starts) in enumerate(wanted) for token in go_on + starts]
     if not pairs:
         return []
@@ -172,16 +173,17 @@ def _extend(ordered: list[Candidate], ys: Tensor, k: int, at_limit: bool, alpha:
 
 
 def _done(met: list[Hypothesis], kept: list[Candidate], nbest: int, max_len: int, alpha: float) -> bool:
-    """True when no open hypothesis can enter the n-best of those that hold every term any more, or when at least as
-    many outputs hold every term as rows are open (as fairseq stops): an open row that misses a term can score above
-    them, as it has not paid for the term yet, and would keep the search going to the output limit."""
+    """True when no open hypothesis that holds every term can enter the n-best of those that hold every term any
+    more, or when at least as many outputs hold every term as rows are open (as fairseq stops). An open row that
+    misses a term is not waited for: it has not paid for the term yet, so it scores above the outputs that hold it,
+    and waiting until it falls below them would keep the search going to the output limit."""
     if len(met) < nbest:
         return False
-    if len(met) >= len(kept):
+    holding = [candidate.score for candidate in kept if candidate.state.done]
+    if len(met) >= len(kept) or not holding:
         return True
     worst_kept = sorted(h.score for h in met)[-nbest]
-    best_open = max(candidate.score for candidate in kept)
-    best_possible = best_open / length_penalty(max_len, alpha) if alpha > 0 else best_open
+    best_possible = max(holding) / length_penalty(max_len, alpha) if alpha > 0 else max(holding)
     return best_possible <= worst_kept
 
 

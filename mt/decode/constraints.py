@@ -10,7 +10,8 @@ unordered constraints: "A A B" holds "A B").
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from mt.data.terms import Forms, spaced_letter
 
@@ -82,7 +83,8 @@ class Terms:
 
 @dataclass(frozen=True, eq=False)
 class TermState:
-    """Where one hypothesis stands with its sentence's terms."""
+    """Where one hypothesis stands with its sentence's terms. Hypotheses in the same place share one state, and
+    each state makes its successors once (`advance`), as the search asks for the same ones at every step."""
 
     terms: Terms
     met: int         # bitmask of the terms its output holds
@@ -90,6 +92,7 @@ class TermState:
     node: Node       # the open form's node: the root when no form is open
     depth: int       # the open form's tokens so far
     word_end: bool   # the last token completed a form that ends a word: the next may not be one of words.glue
+    successors: dict[int, TermState] = field(default_factory=dict, init=False, repr=False)  # token → state after
 
     @property
     def done(self) -> bool:
@@ -102,6 +105,7 @@ class TermState:
         dynamic beam allocation puts the hypothesis in."""
         return self.met_tokens + self.depth
 
+    @cached_property
     def wanted(self) -> tuple[list[int], list[int]]:
         """(tokens that go on with the open form, tokens that start a form of an unmet term)."""
         unmet = self.terms.all & ~self.met
@@ -111,13 +115,19 @@ class TermState:
 
     def advance(self, token: int) -> TermState:
         """The state after writing `token`."""
+        after = self.successors.get(token)
+        if after is None:
+            after = self.successors[token] = self._after(token)
+        return after
+
+    def _after(self, token: int) -> TermState:
         child = self.node.children.get(token)
         if child is not None and child.terms & ~self.met:
             return self._enter(child, token)
         if self.depth == 0:
-            return replace(self, word_end=False) if self.word_end else self
+            return self._at(self.node, 0) if self.word_end else self
         # the open form is broken: its tokens leave the bank, and the token may start a form from the root
-        return replace(self, node=self.terms.root, depth=0).advance(token)
+        return self._at(self.terms.root, 0).advance(token)
 
     def _enter(self, child: Node, token: int) -> TermState:
         depth = self.depth + 1
@@ -125,4 +135,8 @@ class TermState:
         if ending:  # a form complete: it meets one term (a term twice in the source needs the form twice)
             return TermState(self.terms, self.met | 1 << ending[0], self.met_tokens + depth, self.terms.root, 0,
                              token in self.terms.words.ends)
-        return TermState(self.terms, self.met, self.met_tokens, child, depth, False)
+        return self._at(child, depth)
+
+    def _at(self, node: Node, depth: int) -> TermState:
+        """The same terms met, `depth` tokens into a form at `node`, the word-end rule off."""
+        return TermState(self.terms, self.met, self.met_tokens, node, depth, False)
