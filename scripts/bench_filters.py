@@ -42,6 +42,7 @@ Each part's figures go, as a record of their own, into benchmarks/results/bench_
 from __future__ import annotations
 
 import argparse
+import csv
 import random
 import re
 import shlex
@@ -59,7 +60,9 @@ from bench_clean import (Failed, Run, child_env, cpu_header, ensure_tvsub_dev, e
                          rel, run_mt, train)
 from records import record  # scripts/records.py: the results file
 from mt.clean.cleaning import KEPT, bind, clean_corpus
-from mt.clean.contamination import make_guard
+from mt.clean.contamination import guard_keys, make_guard
+from mt.data.corpora import aligned_paths
+from mt.core.lines import read_text_column
 from mt.data.config import DataConfig
 from mt.data.filters import DEFAULT_FILTERS, CorpusFilter
 
@@ -68,6 +71,7 @@ DATA = ROOT.parent / "shared" / "data" / "zh-en"
 TATOEBA = DATA / "tatoeba"
 AI_CHALLENGER = DATA / "aichallenger2017"
 DIALOGUE = "configs/dialogue-cpu.yaml"
+TVSUB = DATA / "tvsub" / "train"  # DIALOGUE's data.train
 KINDS = ("markup", "mojibake", "near", "truncated", "glued")
 PARTS = ("damage", "bleu", "tvsub")
 TITLES = {"damage": "each kind of damage injected into Tatoeba, handled by the default filters",
@@ -290,7 +294,35 @@ def part_tvsub(args, clean: list[Pair]) -> list[dict]:
         print(rows[-1], flush=True)
     for column in ("seconds", "peak memory MB", "pairs kept"):
         rows[0][f"{column} / nine filters"] = round(rows[0][column] / rows[1][column], 3)
+    covered = near_copies_kept(*(kept_rows(args.runs_dir / f"tvsub-{name}" / "clean" / "removed.tsv", rows[0]["pairs"])
+                                 for name in ("defaults", "nine-filters")))
+    rows[0]["nine filters' pairs kept or near-copied %"] = covered
+    print(f"the defaults keep {covered}% of the pairs the nine filters keep, or a near copy of each", flush=True)
     return rows
+
+
+def kept_rows(removed: Path, pairs: int) -> np.ndarray:
+    """Which of the training corpus's rows `mt clean` kept [P]: those its removed.tsv does not list."""
+    keep = np.ones(pairs, dtype=bool)
+    csv.field_size_limit(sys.maxsize)
+    with removed.open(encoding="utf-8", newline="") as f:
+        listed = csv.reader(f, delimiter="\t")
+        next(listed)
+        for corpus, row, *_ in listed:
+            if corpus == "train":
+                keep[int(row) - 1] = False
+    return keep
+
+
+def near_copies_kept(defaults: np.ndarray, nine: np.ndarray) -> float:
+    """Of the TVsub pairs that the nine filters keep, the share that the defaults keep, or keep a near copy of (the
+    same pair to the near duplicates' key: case, width, punctuation, spaces and Chinese script aside)."""
+    src, tgt = (read_text_column(path).to_pylist() for path in aligned_paths(TVSUB, "zh", "en"))
+    rows = np.flatnonzero(defaults | nine)
+    keys = dict(zip(rows, guard_keys([src[i] for i in rows], [tgt[i] for i in rows], (True, False))["pair_norm"]))
+    kept_keys = {keys[i] for i in np.flatnonzero(defaults)} - {0}  # 0: a side empty once normalised, no key
+    covered = sum(defaults[i] or keys[i] in kept_keys for i in np.flatnonzero(nine))
+    return round(100 * covered / int(nine.sum()), 2)
 
 
 def read_pairs(folder: Path) -> list[Pair]:

@@ -18,6 +18,7 @@ from mt.config import load_config
 from mt.core.errors import MtError
 from mt.data.config import CorpusConfig, DataConfig
 from mt.data.corpora import TrainingMixture
+from mt.data.repairs import sentences
 from mt.data.filters import (CopyFilter, DuplicateSourcesFilter, DuplicatesFilter, EncodingFilter, GluedFilter,
                              LangidFilter, LengthFilter, LexicalFilter, MarkupFilter, NumbersFilter, QuestionsFilter,
                              RatioFilter, ScriptFilter, TruncatedFilter, UrlsFilter)
@@ -182,6 +183,17 @@ def test_a_sentence_glued_on_one_side_only_goes_and_one_glued_on_both_sides_stay
     left = kept(pairs + one_side + both, GluedFilter())
     assert sum(pair in left for pair in one_side) <= 2 and all(pair in left for pair in both)
     assert sum(pair not in left for pair in pairs) <= 4
+
+
+def test_a_subtitle_that_parts_its_sentences_by_a_space_is_no_glued_pair():
+    """Chinese subtitles write a space where a sentence ends, and no stop: their two-sentence translations stay."""
+    subtitles = [("我们没有选择 一定得看", "I don't think we have a choice. We have to look."),
+                 ("我得当你的面拆信 这是规定", "I've gotta open this in front of you. Those are the rules."),
+                 ("她昨晚怎么样 睡着了吗", "How did she do last night? Did she get any sleep?"),
+                 ("别回答 有诈", "Don't answer that. It's a trick question.")]
+    assert kept(tatoeba_sample(2000) + subtitles, GluedFilter())[-4:] == subtitles
+    assert [sentences(text, "zh") for text in ("我们没有选择 一定得看", "我们 没有 选择 一定 得 看", "我用 iPhone 拍的")] \
+        == [2, 1, 1]  # phrases; a segmented corpus's words; spaces around a Latin word
 
 
 def test_filters_run_in_order_and_name_the_first_that_removed_each_pair():

@@ -36,6 +36,9 @@ TRAILING = re.compile(r"(?:\.\.|…|--|—|–)[\"'”’」』）)\]》〉】]*
 UNSPACED_STOP = re.compile(r"[。！？!?．]+(?=[^。！？!?．”’」』\"'）)])"
                            r"|[。！？!?．]+[”’」』\"'）)]+(?=\s*[“‘「『\"'(（])")
 UNSPACED = {"zh", "ja", "th", "lo", "km", "my", "bo", "yue", "wuu"}  # written without spaces between sentences
+# in those languages, a space between two letters of their own scripts (not Latin ones: "我用 iPhone 拍的")
+PHRASE_SPACE = re.compile(r"(?<=[^\W\d_A-Za-z\u00C0-\u024F])\s+(?=[^\W\d_A-Za-z\u00C0-\u024F])")
+MIN_PHRASE = 2.5  # the mean characters between such spaces from which on they part phrases (words: under 2)
 INNER_STOP = re.compile(r"[.!?…]+[\"'”’)\]]*\s+\S")  # a spaced side may hold another sentence: sentencex decides
 
 
@@ -133,11 +136,15 @@ def ends_sentence(text: str) -> bool:
 
 
 def sentences(text: str, lang: str) -> int:
-    """How many sentences a side in language `lang` holds (1 for a text without a stop inside): by its stops in a
-    language written without spaces, by sentencex (mt's sentence splitter) in any other."""
+    """How many sentences a side in language `lang` holds (1 for a text without a stop inside): by its stops and
+    phrase spaces in a language written without spaces, by sentencex (mt's sentence splitter) in any other.
+    Subtitles and dialogue in those languages part their sentences by a space where they write no stop (我们没有选择
+    一定得看); a text cut into words by spaces (a segmented corpus: words of one or two characters) is not."""
     text = text.strip()
     if lang.split("-")[0].lower() in UNSPACED:
-        return 1 + len(UNSPACED_STOP.findall(text))
+        spaces = len(PHRASE_SPACE.findall(text))
+        phrases = spaces if spaces and len("".join(text.split())) >= MIN_PHRASE * (spaces + 1) else 0
+        return 1 + len(UNSPACED_STOP.findall(text)) + phrases
     if not INNER_STOP.search(text):
         return 1
     from sentencex import segment
