@@ -190,18 +190,20 @@ class TruncatedFilter(ColumnFilter):
 
 @registered
 class GluedFilter(ColumnFilter):
-    """glued: one side holds more sentences than the other, and is longer than usual for the other's length by
-    max_factor or more: a sentence added on one side only (the sentences of subtitles or crawled pages paired one
-    off). Sentences are counted by their stops, and by sentencex in languages written with spaces."""
+    """glued: one side holds more sentences than the other may hold, and is longer than usual for the other's
+    length by max_factor or more: a sentence added on one side only (the sentences of subtitles or crawled pages
+    paired one off). Sentences are counted by their stops, and by sentencex in languages written with spaces; in a
+    language written without them, a space between two phrases may end a sentence or not (subtitles)."""
 
     filter: Literal["glued"] = key("glued", "The filter.")
     max_factor: Annotated[Float, Field(gt=1)] = key(1.3, "How far from the usual ratio the side with more "
                                                     "sentences may make a pair's, as a factor.")
 
     def keeps(self, columns: dict[str, np.ndarray], alive: np.ndarray) -> np.ndarray:
-        src, tgt = columns["src_sentences"], columns["tgt_sentences"]
         ratio, usual = _ratios(columns, alive)
-        return ~(((src > tgt) & (ratio < usual / self.max_factor)) | ((tgt > src) & (ratio > usual * self.max_factor)))
+        src_more = columns["src_sentences"] > columns["tgt_sentences_most"]  # more than the other side may hold
+        tgt_more = columns["tgt_sentences"] > columns["src_sentences_most"]
+        return ~((src_more & (ratio < usual / self.max_factor)) | (tgt_more & (ratio > usual * self.max_factor)))
 
 
 @registered
@@ -411,10 +413,15 @@ def row_columns(src: list[str], tgt: list[str], langs: Langs) -> dict[str, list]
             "src_question": [_question(s) for s in src], "tgt_question": [_question(t) for t in tgt],
             "src_end": src_end, "tgt_end": tgt_end,
             "pair_oddities": [oddities(s, b) + oddities(t, a) for s, t, a, b in zip(src, tgt, src_end, tgt_end)],
-            "src_sentences": [sentences(s, langs[0]) for s in src],
-            "tgt_sentences": [sentences(t, langs[1]) for t in tgt],
+            **_ranges("src_sentences", [sentences(s, langs[0]) for s in src]),
+            **_ranges("tgt_sentences", [sentences(t, langs[1]) for t in tgt]),
             "src_key": [stable_hash(s) for s in spaced[0]],
             "pair_key": [stable_hash(f"{s}\t{t}") for s, t in zip(*spaced)]}
+
+
+def _ranges(name: str, counts: list[tuple[int, int]]) -> dict[str, list[int]]:
+    """Columns `name` (the fewest) and `name`_most of (fewest, most) counts."""
+    return {name: [least for least, _ in counts], f"{name}_most": [most for _, most in counts]}
 
 
 def _chars(text: str) -> int:
@@ -444,7 +451,7 @@ def _ratios(columns: dict[str, np.ndarray], alive: np.ndarray) -> tuple[np.ndarr
 
     src, tgt = columns["src_chars"].astype(float), columns["tgt_chars"].astype(float)
     ratio = np.divide(tgt, src, out=np.ones_like(tgt), where=src > 0)
-    measured = alive & (src > 0) & (tgt > 0) & (columns["src_sentences"] == columns["tgt_sentences"])
+    measured = alive & (src > 0) & (tgt > 0) & _as_many_sentences(columns)
     if not measured.any():
         return ratio, ratio
     edges = np.unique(np.quantile(src[measured], np.linspace(0, 1, 11)))
@@ -452,6 +459,12 @@ def _ratios(columns: dict[str, np.ndarray], alive: np.ndarray) -> tuple[np.ndarr
     medians = np.array([np.median(ratio[measured & (bins == b)]) if (measured & (bins == b)).any()
                         else np.median(ratio[measured]) for b in range(max(len(edges) - 1, 1))])
     return ratio, medians[bins]
+
+
+def _as_many_sentences(columns: dict[str, np.ndarray]) -> np.ndarray:
+    """Pairs whose sides may hold as many sentences [P]: their ranges meet."""
+    return ((columns["src_sentences"] <= columns["tgt_sentences_most"])
+            & (columns["tgt_sentences"] <= columns["src_sentences_most"]))
 
 
 def _first(keys: np.ndarray, alive: np.ndarray, keep: int, worse: np.ndarray | None = None) -> np.ndarray:

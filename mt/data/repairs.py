@@ -135,18 +135,21 @@ def ends_sentence(text: str) -> bool:
     return END.search(text) is not None and TRAILING.search(text) is None
 
 
-def sentences(text: str, lang: str) -> int:
-    """How many sentences a side in language `lang` holds (1 for a text without a stop inside): by its stops and
-    phrase spaces in a language written without spaces, by sentencex (mt's sentence splitter) in any other.
-    Subtitles and dialogue in those languages part their sentences by a space where they write no stop (我们没有选择
-    一定得看); a text cut into words by spaces (a segmented corpus: words of one or two characters) is not."""
+def sentences(text: str, lang: str) -> tuple[int, int]:
+    """The fewest and the most sentences a side in language `lang` may hold (1 for a text without a stop inside): by
+    its stops, and its phrase spaces, in a language written without spaces; by sentencex (mt's sentence splitter)
+    in any other. Subtitles and dialogue in those languages part their sentences by a space where they write no
+    stop (我们没有选择 一定得看), and their clauses too, so each such space may or may not end a sentence; a text
+    cut into words by spaces (a segmented corpus: words of one or two characters) has none."""
     text = text.strip()
     if lang.split("-")[0].lower() in UNSPACED:
         spaces = len(PHRASE_SPACE.findall(text))
         phrases = spaces if spaces and len("".join(text.split())) >= MIN_PHRASE * (spaces + 1) else 0
-        return 1 + len(UNSPACED_STOP.findall(text)) + phrases
+        stops = 1 + len(UNSPACED_STOP.findall(text))
+        return stops, stops + phrases
     if not INNER_STOP.search(text):
-        return 1
+        return 1, 1
     from sentencex import segment
 
-    return sum(1 for s in segment(lang, text) if s.strip())
+    counted = sum(1 for s in segment(lang, text) if s.strip())
+    return counted, counted
