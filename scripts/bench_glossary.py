@@ -27,10 +27,10 @@ more, and with none, each translated alone with and without the glossary, altern
 Figures (one record, benchmarks/results/bench_glossary.jsonl, scripts/records.py), a row per (set, glossary, mode,
 engine, beam): sentences; term sentences; terms; terms used (an occurrence is used when the output holds its target
 as a word, with the matching's edge rules); terms used % of those missed without the glossary; duplicated terms (a
-sentence's output holding a term's target more times than its source occurs); glued terms (missed, while the output
-holds the target inside a word); term outputs at the length limit (re-encoded); the term outputs' pieces (re-encoded)
-and their ratio to none's, which the time follows; BLEU and chrF (sacreBLEU) on the term sentences and BLEU − none;
-no-term sentences identical to `none`; sentences/s of each kind and their time × none.
+sentence's output holding a term's target more times than the sentence's terms ask for it); glued terms (missed,
+while the output holds the target inside a word); term outputs at the length limit (re-encoded); the term outputs'
+pieces (re-encoded) and their ratio to none's, which the time follows; BLEU and chrF (sacreBLEU) on the term
+sentences and BLEU − none; no-term sentences identical to `none`; sentences/s of each kind and their time × none.
 
     python scripts/bench_glossary.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt --limit 500
     python scripts/bench_glossary.py --checkpoint runs/tatoeba-cpu/checkpoints/best.pt \\
@@ -344,15 +344,15 @@ def at_limit(tr, decode, src_ids: list[int], output: str, forms) -> bool:
     return len(tr.tokenizer.encode_tgt([output])[0]) - 2 >= limit
 
 
-def held(finder: TermFinder, found: list[Match], output: str) -> tuple[int, int, int]:
+def held(finder: TermFinder, found: list[Match], output: str, asked: int) -> tuple[int, int, int]:
     """Of a sentence's term occurrences `found` (all of one entry): those used, whether the output holds the target
-    as a word more times than the source has the term (1 or 0), and those missed while the output holds the target
-    inside a word (glued)."""
+    as a word more times than the sentence's terms ask for it (`asked`: the entry's occurrences and those of other
+    entries of that target; 1 or 0), and those missed while the output holds the target inside a word (glued)."""
     targets = {form for t in found[0].entry.targets for form in (t, capitalised(t))}
     anywhere = sum(output.count(t) for t in targets)
     as_words = sum(use.used for use in finder.report(found[:1] * (anywhere + 1), output))
     used = min(as_words, len(found))
-    return used, int(as_words > len(found)), min(len(found) - used, anywhere - as_words)
+    return used, int(as_words > asked), min(len(found) - used, anywhere - as_words)
 
 
 def percent(n: int, d: int) -> float | None:
@@ -371,10 +371,11 @@ def figures(tr, decode, terms: TermSet, src_ids: list[list[int]], outputs: list[
     for i in term:
         for entry in dict.fromkeys(m.entry for m in matches[i]):
             found = [m for m in matches[i] if m.entry == entry]
-            used, duplicated, glued = held(finder, found, outputs[i])
+            asked = sum(m.entry.targets[0] == entry.targets[0] for m in matches[i])
+            used, duplicated, glued = held(finder, found, outputs[i], asked)
             counts.update(terms=len(found), used=used, duplicated=duplicated, glued=glued)
             if none is not None:
-                missed = len(found) - held(finder, found, none[i])[0]
+                missed = len(found) - held(finder, found, none[i], asked)[0]
                 counts.update(missed=missed, recovered=max(0, used - (len(found) - missed)))
     row = {"sentences": len(outputs), "term sentences": len(term), "terms": counts["terms"],
            "terms used": counts["used"], "terms used %": percent(counts["used"], counts["terms"])}

@@ -102,6 +102,15 @@ def test_target_forms_are_words_or_written_on_without_a_space(tokenizer):
     assert acme == [tokenizer.encode_tgt([t])[0][1:-1] for t in ("ACME", "Acme Corp")]
 
 
+def test_the_search_may_write_a_target_capitalised_as_a_sentence_starts(tokenizer):
+    """"Stop" opening a sentence holds a "stop" term, for the search as for the report."""
+    terms = finder(tokenizer, "Acme\tacme corp\n")
+    [forms] = terms.forms(terms.find("Acme"))
+    assert forms == [tokenizer.encode_tgt([t])[0][1:-1] for t in ("acme corp", "Acme corp")]
+    assert terms.target(terms.find("Acme")[0].entry) == "acme corp"
+    assert [use.used for use in terms.report(terms.find("Acme"), "Acme corp")] == [True]
+
+
 def test_the_report_reads_each_occurrence_from_the_output(tokenizer):
     terms = finder(tokenizer, "Tom\t汤姆\nAcme\tACME\tAcme Corp\n")
     matches = terms.find("Tom, Acme and Tom")

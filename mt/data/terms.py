@@ -65,9 +65,12 @@ class TermFinder:
         self._simplified = script_converter("simplified")
         self._sources = _source_index(glossary, self._simplified)
         bare = _bare_processor(tokenizer.tgt_proto or tokenizer.src_proto)
-        self._forms = {entry: _entry_forms(entry, tokenizer, bare, glossary.name) for entry in glossary.entries}
-        self._written = {entry: list(dict.fromkeys(tokenizer.decode_tgt(forms))) for entry, forms in
-                         self._forms.items()}  # each target as the model writes it
+        self._written = {entry: list(dict.fromkeys(tokenizer.decode_tgt(
+            _entry_forms(entry, entry.targets, tokenizer, bare, glossary.name)))) for entry in glossary.entries}
+        # what the search may write: each target also with its first letter capitalised, as the report reads it (a
+        # sentence's first word: "Stop" holds a "stop" term)
+        self._forms = {entry: _entry_forms(entry, [cased for t in entry.targets for cased in _cased(t)], tokenizer,
+                                           bare, glossary.name) for entry in glossary.entries}
 
     def find(self, sentence: str) -> list[Match]:
         """The glossary's terms in a sentence: leftmost-longest, not overlapping, in sentence order."""
@@ -192,12 +195,13 @@ def _bare_processor(proto: bytes) -> spm.SentencePieceProcessor:
     return spm.SentencePieceProcessor(model_proto=model.SerializeToString())
 
 
-def _entry_forms(entry: Entry, tokenizer: Tokenizer, bare: spm.SentencePieceProcessor, name: str) -> Forms:
-    """An entry's target forms, one per distinct encoding: a word of its own ("▁Acme"), or, for a target that
-    starts with a character of a script without spaces, written without the space before it: in such output a "▁"
-    inside the sentence writes a space."""
+def _entry_forms(entry: Entry, targets: list[str], tokenizer: Tokenizer, bare: spm.SentencePieceProcessor,
+                 name: str) -> Forms:
+    """The forms of an entry's `targets`, one per distinct encoding: a word of its own ("▁Acme"), or, for a target
+    that starts with a character of a script without spaces, written without the space before it: in such output a
+    "▁" inside the sentence writes a space."""
     forms = []
-    for target, text in zip(entry.targets, tokenizer.normalize_tgt(list(entry.targets))):
+    for target, text in zip(targets, tokenizer.normalize_tgt(list(targets))):
         pieces = (bare if UNSPACED_CHAR.match(text[0]) else tokenizer.tgt).encode(text, return_type="proto").pieces
         ids = [p.id for p in pieces]
         if not ids or UNK in ids:
