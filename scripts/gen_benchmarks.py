@@ -30,9 +30,9 @@ README_ROWS = [
      {"workload": "synthetic", "engine": "mt", "mode": "beam4"}, ["sentences/s"]),
 ]
 ORDER = ["quickstart", "bench_quality", "bench_dialogue", "bench_hour", "bench_build_on", "bench_train",
-         "bench_decode", "bench_serve", "soak_serve", "bench_real_text", "bench_glossary", "bench_confidence",
-         "bench_guard", "bench_suggest", "bench_adapt", "bench_clean", "bench_filters", "bench_huggingface", "bench_import", "bench_script_conversion",
-         "bench_sampling", "fuzz", "mt", "test", "gpu_bench", "gemm", "adhoc"]
+         "bench_decode", "bench_serve", "soak_serve", "chaos_serve", "bench_real_text", "bench_glossary",
+         "bench_confidence", "bench_guard", "bench_suggest", "bench_adapt", "bench_clean", "bench_filters",
+         "bench_huggingface", "bench_import", "bench_script_conversion", "bench_sampling", "fuzz", "mt", "test", "gpu_bench", "gemm", "adhoc"]
 
 
 def all_records() -> dict[str, list[dict]]:
