@@ -56,15 +56,6 @@ def test_term_state_meets_terms_in_any_order_and_restarts_a_broken_phrase():
     assert state.advance(6).advance(9).wanted == ([], []) and state.advance(6).advance(9).done
 
 
-def test_an_opening_form_meets_its_term_as_the_first_word_only():
-    """A capitalised target ("Stop", 7 6) holds its term where the output opens with it, not inside it."""
-    terms = Terms.of([[[5, 6]]], openings=[[[7, 6]]])
-    assert terms.start().wanted == ([], [5, 7]) and terms.start().advance(7).advance(6).done
-    inside = terms.start().advance(1)
-    assert inside.wanted == ([], [5]) and not inside.advance(7).advance(6).done and inside.advance(5).advance(6).done
-    assert terms.longest == 2 and terms.ids == {5, 6, 7}
-
-
 def test_word_pieces_and_a_form_that_ends_a_word():
     words = WordPieces.of(["<pad>", "▁zu", "mu", "f", "'s", "▁the", "汤姆", "3"])
     assert words.ends == {1, 2, 3, 4, 5, 7} and words.glue == (2, 3, 7)  # "'s" and 汤姆 glue onto no word

@@ -102,16 +102,6 @@ def test_target_forms_are_words_or_written_on_without_a_space(tokenizer):
     assert acme == [tokenizer.encode_tgt([t])[0][1:-1] for t in ("ACME", "Acme Corp")]
 
 
-def test_a_target_may_open_an_output_capitalised(tokenizer):
-    """"Stop" as an output's first word holds a "stop" term, for the search as for the report."""
-    terms = finder(tokenizer, "Acme\tacme corp\n")
-    found = terms.find("Acme")
-    assert terms.forms(found) == [[tokenizer.encode_tgt(["acme corp"])[0][1:-1]]]
-    assert terms.openings(found) == [[tokenizer.encode_tgt(["Acme corp"])[0][1:-1]]]
-    assert terms.target(found[0].entry) == "acme corp"
-    assert [use.used for use in terms.report(found, "Acme corp")] == [True]
-
-
 def test_the_report_reads_each_occurrence_from_the_output(tokenizer):
     terms = finder(tokenizer, "Tom\t汤姆\nAcme\tACME\tAcme Corp\n")
     matches = terms.find("Tom, Acme and Tom")

@@ -65,15 +65,9 @@ class TermFinder:
         self._simplified = script_converter("simplified")
         self._sources = _source_index(glossary, self._simplified)
         bare = _bare_processor(tokenizer.tgt_proto or tokenizer.src_proto)
-        self._forms = {entry: _entry_forms(entry, entry.targets, tokenizer, bare, glossary.name)
-                       for entry in glossary.entries}
+        self._forms = {entry: _entry_forms(entry, tokenizer, bare, glossary.name) for entry in glossary.entries}
         self._written = {entry: list(dict.fromkeys(tokenizer.decode_tgt(forms))) for entry, forms in
                          self._forms.items()}  # each target as the model writes it
-        # each target with its first letter capitalised, where an output opens with it (as the report reads it),
-        # where the vocabulary writes it
-        self._openings = {entry: [form for form in _entry_forms(
-            entry, [cased for t in entry.targets for cased in _cased(t)[1:]], tokenizer, bare, glossary.name, True)
-            if form not in self._forms[entry]] for entry in glossary.entries}
 
     def find(self, sentence: str) -> list[Match]:
         """The glossary's terms in a sentence: leftmost-longest, not overlapping, in sentence order."""
@@ -85,10 +79,6 @@ class TermFinder:
     def forms(self, matches: list[Match]) -> list[Forms]:
         """The search's terms for a sentence's matches: the first MAX_SENTENCE_TERMS, each its target forms."""
         return [self._forms[m.entry] for m in matches[:MAX_SENTENCE_TERMS]]
-
-    def openings(self, matches: list[Match]) -> list[Forms]:
-        """For forms(matches), the forms each term may take as an output's first word: capitalised."""
-        return [self._openings[m.entry] for m in matches[:MAX_SENTENCE_TERMS]]
 
     def target(self, entry: Entry) -> str:
         """The entry's first target, as the model writes it."""
@@ -202,18 +192,14 @@ def _bare_processor(proto: bytes) -> spm.SentencePieceProcessor:
     return spm.SentencePieceProcessor(model_proto=model.SerializeToString())
 
 
-def _entry_forms(entry: Entry, targets: list[str], tokenizer: Tokenizer, bare: spm.SentencePieceProcessor,
-                 name: str, optional: bool = False) -> Forms:
-    """The forms of an entry's `targets`, one per distinct encoding: a word of its own ("▁Acme"), or, for a target
-    that starts with a character of a script without spaces, written without the space before it: in such output a
-    "▁" inside the sentence writes a space. A target the vocabulary cannot write, or too long, is an error, or left
-    out where `optional`."""
+def _entry_forms(entry: Entry, tokenizer: Tokenizer, bare: spm.SentencePieceProcessor, name: str) -> Forms:
+    """An entry's target forms, one per distinct encoding: a word of its own ("▁Acme"), or, for a target that
+    starts with a character of a script without spaces, written without the space before it: in such output a "▁"
+    inside the sentence writes a space."""
     forms = []
-    for target, text in zip(targets, tokenizer.normalize_tgt(list(targets))):
+    for target, text in zip(entry.targets, tokenizer.normalize_tgt(list(entry.targets))):
         pieces = (bare if UNSPACED_CHAR.match(text[0]) else tokenizer.tgt).encode(text, return_type="proto").pieces
         ids = [p.id for p in pieces]
-        if (not ids or UNK in ids or len(ids) > MAX_TERM_PIECES) and optional:
-            continue
         if not ids or UNK in ids:
             unwritten = next((p.surface for p in pieces if p.id == UNK), target)
             raise MtError(f'{name}:{entry.line}: the model\'s vocabulary cannot write "{unwritten}" of "{target}"')

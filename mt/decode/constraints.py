@@ -51,43 +51,34 @@ class Node:
 @dataclass(frozen=True, eq=False)
 class Terms:
     """One sentence's M terms as a trie of their forms, shared by all its hypotheses, with its target vocabulary's
-    WordPieces; and a second trie, `opening`, of those forms and the forms an output may open with (a target with
-    its first letter capitalised: "Stop" holds a "stop" term where it is the sentence's first word)."""
+    WordPieces."""
 
     root: Node
-    opening: Node
     all: int      # the bitmask of all M terms: (1 << M) - 1
     longest: int  # longest_forms
     ids: frozenset[int]  # the ids of all forms
     words: WordPieces
 
     @classmethod
-    def of(cls, terms: list[Forms], words: WordPieces = WordPieces(), openings: list[Forms] | None = None) -> Terms:
-        """From each term occurrence's target forms (ids), and the forms each may take as an output's first word."""
-        openings = openings or [[] for _ in terms]
-        both = [forms + more for forms, more in zip(terms, openings)]
-        longest = sum(max(map(len, forms), default=0) for forms in both)
-        ids = frozenset(token for forms in both for form in forms for token in form)
-        return cls(_trie(terms), _trie(both), (1 << len(terms)) - 1, longest, ids, words)
+    def of(cls, terms: list[Forms], words: WordPieces = WordPieces()) -> Terms:
+        """From each term occurrence's target forms (ids)."""
+        root = Node()
+        for term, forms in enumerate(terms):
+            for form in forms:
+                node = root
+                for token in form:
+                    node.terms |= 1 << term
+                    node = node.children.setdefault(token, Node())
+                node.terms |= 1 << term
+                node.ends += (term,)
+        longest = sum(max(map(len, forms), default=0) for forms in terms)
+        ids = frozenset(token for forms in terms for form in forms for token in form)
+        return cls(root, (1 << len(terms)) - 1, longest, ids, words)
 
     def start(self) -> TermState:
         """An empty output's state: it holds no term (but one with an empty form)."""
         met = sum({1 << term for term in self.root.ends})
-        return TermState(self, met, 0, self.opening, 0, False)
-
-
-def _trie(terms: list[Forms]) -> Node:
-    """The root of a trie of each term's forms."""
-    root = Node()
-    for term, forms in enumerate(terms):
-        for form in forms:
-            node = root
-            for token in form:
-                node.terms |= 1 << term
-                node = node.children.setdefault(token, Node())
-            node.terms |= 1 << term
-            node.ends += (term,)
-    return root
+        return TermState(self, met, 0, self.root, 0, False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,8 +110,7 @@ class TermState:
         """(tokens that go on with the open form, tokens that start a form of an unmet term)."""
         unmet = self.terms.all & ~self.met
         go_on = [token for token, child in self.node.children.items() if child.terms & unmet] if self.depth else []
-        roots = self.terms.root if self.depth else self.node  # no open form: the node is a root
-        starts = [token for token, child in roots.children.items() if child.terms & unmet]
+        starts = [token for token, child in self.terms.root.children.items() if child.terms & unmet]
         return go_on, starts
 
     def advance(self, token: int) -> TermState:
@@ -134,8 +124,8 @@ class TermState:
         child = self.node.children.get(token)
         if child is not None and child.terms & ~self.met:
             return self._enter(child, token)
-        if self.depth == 0:  # past the first word (the opening root), or past the word-end rule
-            return self._at(self.terms.root, 0) if self.word_end or self.node is not self.terms.root else self
+        if self.depth == 0:
+            return self._at(self.node, 0) if self.word_end else self
         # the open form is broken: its tokens leave the bank, and the token may start a form from the root
         return self._at(self.terms.root, 0).advance(token)
 
