@@ -187,13 +187,14 @@ def test_a_sentence_glued_on_one_side_only_goes_and_one_glued_on_both_sides_stay
 
 def test_a_subtitle_that_parts_its_sentences_by_a_space_is_no_glued_pair():
     """Chinese subtitles write a space where a sentence or a clause ends, and no stop: their translations in one
-    sentence or in two stay."""
+    sentence or in two stay; and so do English lines with an interjection more ("Oh.")."""
     subtitles = [("我们没有选择 一定得看", "I don't think we have a choice. We have to look."),
                  ("我得当你的面拆信 这是规定", "I've gotta open this in front of you. Those are the rules."),
                  ("她昨晚怎么样 睡着了吗", "How did she do last night? Did she get any sleep?"),
                  ("别回答 有诈", "Don't answer that. It's a trick question."),
-                 ("我们没有选择 一定得看", "We have to."), ("当然 我很高兴能陪着你", "Sure.")]
-    assert kept(tatoeba_sample(2000) + subtitles, GluedFilter())[-6:] == subtitles
+                 ("我们没有选择 一定得看", "We have to."), ("当然 我很高兴能陪着你", "Sure."),
+                 ("时间还真紧", "Oh. That's really soon."), ("有消息", "Hey. Got some news.")]
+    assert kept(tatoeba_sample(2000) + subtitles, GluedFilter())[-8:] == subtitles
     assert [sentences(text, "zh") for text in ("我们没有选择 一定得看", "我们 没有 选择 一定 得 看", "我用 iPhone 拍的")] \
         == [(1, 2), (1, 1), (1, 1)]  # phrases; a segmented corpus's words; spaces around a Latin word
 

@@ -140,7 +140,9 @@ def sentences(text: str, lang: str) -> tuple[int, int]:
     its stops, and its phrase spaces, in a language written without spaces; by sentencex (mt's sentence splitter)
     in any other. Subtitles and dialogue in those languages part their sentences by a space where they write no
     stop (我们没有选择 一定得看), and their clauses too, so each such space may or may not end a sentence; a text
-    cut into words by spaces (a segmented corpus: words of one or two characters) has none."""
+    cut into words by spaces (a segmented corpus: words of one or two characters) has none. A sentence of one word
+    in a spaced language ("Oh.", "Okay."), which dialogue adds where the other language leaves it out, may or may
+    not count."""
     text = text.strip()
     if lang.split("-")[0].lower() in UNSPACED:
         spaces = len(PHRASE_SPACE.findall(text))
@@ -151,5 +153,5 @@ def sentences(text: str, lang: str) -> tuple[int, int]:
         return 1, 1
     from sentencex import segment
 
-    counted = sum(1 for s in segment(lang, text) if s.strip())
-    return counted, counted
+    found = [s for s in segment(lang, text) if s.strip()]
+    return max(1, sum(len(s.split()) > 1 for s in found)), len(found)
