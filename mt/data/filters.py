@@ -193,7 +193,8 @@ class GluedFilter(ColumnFilter):
     """glued: one side holds more sentences than the other may hold, and is longer than usual for the other's
     length by max_factor or more: a sentence added on one side only (the sentences of subtitles or crawled pages
     paired one off). Sentences are counted by their stops, and by sentencex in languages written with spaces; in a
-    language written without them, a space between two phrases may end a sentence or not (subtitles)."""
+    language written without them, a space between two phrases may end a sentence or not (subtitles), and in one
+    written with them, so may a sentence of one word (an interjection: "Oh.")."""
 
     filter: Literal["glued"] = key("glued", "The filter.")
     max_factor: Annotated[Float, Field(gt=1)] = key(1.3, "How far from the usual ratio the side with more "
