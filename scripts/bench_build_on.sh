@@ -15,7 +15,7 @@
 #                                                         # given) for the recipe's updates; Tatoeba test of each
 #                                                         # beside the teacher and seed 1 (the same updates on the
 #                                                         # human pairs), then the students' decoding speed
-#                                                         # against seed 1's (bench_decode.py: mt, CTranslate2 int8;
+#                                                         # against seed 1's (bench_decode.py, each engine;
 #                                                         # student-tiny with its `mt shortlist` too)
 #   bash scripts/bench_build_on.sh distill-member         # the teacher's first model (seed 1 of the ensemble) goes
 #                                                         # on for the recipe's updates, on the teacher's pairs
@@ -40,15 +40,16 @@
 # space-separated) change the runs; TEACHER (checkpoints, space-separated, from the project root) teaches in the
 # distill parts instead of the ensemble, e.g. the model of scripts/bench_hour.sh (give it an OUT of its own: a
 # distilled folder keeps one teacher); TINY_STEPS (default STEPS) the updates of student-tiny; DISTILL (more mt
-# distill options, e.g. "--top-k 10", in the distill parts and backtranslate), SENTENCES (1444) and REPEATS (3) the
-# distill part's timing. A short check of a part:
+# distill options, e.g. "--top-k 10", in the distill parts and backtranslate), SENTENCES (1444), REPEATS (3) and
+# ENGINES (bench_decode.py's, comma-separated, e.g. "mt,ctranslate2 int8"; default: every one) the distill part's
+# timing. A short check of a part:
 #   OUT=/tmp/build-on STEPS=100 SET="train.eval_every=50" bash scripts/bench_build_on.sh subword 0.1
 # A part's scores and times go, as one record, into benchmarks/results/bench_build_on.jsonl (scripts/records.py);
 # the distill part's decoding speed into bench_decode.jsonl, as scripts/bench_decode.py records it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # the command as run, with the settings the environment gave it
-command="$(for name in OUT CONFIG STEPS TINY_STEPS MINUTES DATA DEV TEACHER DISTILL SENTENCES REPEATS SET; do
+command="$(for name in OUT CONFIG STEPS TINY_STEPS MINUTES DATA DEV TEACHER DISTILL SENTENCES REPEATS ENGINES SET; do
   if [ -n "${!name:-}" ]; then printf '%s=%q ' "$name" "${!name}"; fi; done)bash scripts/bench_build_on.sh${*:+ $*}"
 source scripts/setup.sh
 OUT=${OUT:-runs/build-on}
@@ -60,6 +61,7 @@ DATA=${DATA:-../shared/data/zh-en}
 DEV=${DEV:-data/tvsub}
 source scripts/sets.sh
 read -ra distill_options <<< "${DISTILL:-}"
+IFS=, read -ra engines <<< "${ENGINES:-}"
 mkdir -p "$OUT"
 figures=()  # --figure NAME=VALUE options for the record
 
@@ -162,7 +164,7 @@ case ${1:-} in
     echo "== decoding speed on Tatoeba test, seed 1's shape against the students'"
     python scripts/bench_decode.py --real-only --src "$DATA/tatoeba/test.zh" --sentences "${SENTENCES:-1444}" \
       --repeats "${REPEATS:-3}" --checkpoint "$seed1" --checkpoint "$students-base/checkpoints/best.pt" \
-      --checkpoint "$tiny" --shortlist "$students-tiny/shortlist.pt" ;;
+      --checkpoint "$tiny" --shortlist "$students-tiny/shortlist.pt" ${ENGINES:+--engines "${engines[@]}"} ;;
   distill-member)
     teach "$DATA/tatoeba/train.zh" "$OUT/distilled"
     recipe "$OUT/member-distilled" --init-from "${teachers[0]}" --set data.train.path="$OUT/distilled/train"

@@ -280,6 +280,9 @@ def main() -> None:
     parser.add_argument("--parallel-batches", type=int, default=0, metavar="N",
                         help="mt's engine: batches decoded at once (decode.parallel_batches; 0: mt's default)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--engines", nargs="+", metavar="ENGINE",
+                        help=f"time only these engines, of {', '.join(map(repr, ENGINES))} and, on a CPU with bf16 "
+                             "products, 'mt bfloat16' (default: each of them)")
     parser.add_argument("--peers", nargs="*", default=[], choices=sorted(PEER_DECODERS),
                         help="also run these toolkits' decoding benchmarks from the harness, interleaved")
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "ENGINE"), help=argparse.SUPPRESS)
@@ -300,6 +303,10 @@ def main() -> None:
     if (args.real_only or args.shortlist) and not args.checkpoint:
         parser.error("--real-only and --shortlist need a --checkpoint")
     engines = timed_engines()
+    if args.engines:
+        if unknown := [engine for engine in args.engines if engine not in engines]:
+            parser.error(f"--engines: {', '.join(map(repr, unknown))} is not one of {', '.join(map(repr, engines))}")
+        engines = tuple(dict.fromkeys(args.engines))
     # (the table's name, the child's workload, its options, its engines)
     workloads = ([] if args.real_only else [("synthetic", "synthetic", [], engines)]) + [
         (f"real {real_name(c)}", "real", ["--checkpoint", str(c), "--src", str(args.src)], engines)

@@ -2,7 +2,7 @@
 generated from these records (scripts/gen_benchmarks.py), never typed by hand.
 
 A record is one JSON line in benchmarks/results/SCRIPT.jsonl (MT_RESULTS names another folder: the test suite's
-tiny runs write to a temporary one):
+tiny runs write to a temporary one, and time the machine's GEMM rate for MT_GEMM_SECONDS instead of a second):
 
     {"script": "bench_decode.py", "date": "2026-12-06T16:02:11Z", "commit": "b70ce5e…", "dirty": false,
      "command": "python scripts/bench_decode.py --peers onmt", "machine": {"label": "EPYC Zen 3", …},
@@ -65,10 +65,11 @@ def label(cpu: dict) -> str:
     return cpu["cpu"]
 
 
-def gemm_rate(threads: int = 2, n: int = 2048, seconds: float = 1.0) -> float:
+def gemm_rate(threads: int = 2, n: int = 2048) -> float:
     """GFLOP/s of an fp32 n³ matrix product on `threads` threads, as the peers harness's gemm.py measures it: the
     figure that tells two machines of one label apart, and that moves with the machine's load."""
     import torch
+    seconds = float(os.environ.get("MT_GEMM_SECONDS", 1.0))
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

@@ -15,6 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from conftest import SHARED, require_shared, tiny_yaml, write_lines
+from doors import mt_cli
 from mt.cli import GlobalOptions, app
 from mt.core.errors import MtError
 
@@ -34,6 +35,18 @@ def mt_in_process(*args: str, cwd: Path):
             return CliRunner().invoke(app, list(args), obj=GlobalOptions())
         finally:
             logger.handlers, logger.level, logger.propagate = kept
+
+
+def mt_here(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`mt ARGS` through the `mt` command's own entry point (mt.cli.run: its one-line errors and exit status), inside
+    this process: torch is loaded already. A traceback fails the test (doors.mt_cli)."""
+    logger = logging.getLogger("mt")
+    kept = logger.handlers, logger.level, logger.propagate
+    try:
+        outcome = mt_cli([str(arg) for arg in args], cwd)
+    finally:
+        logger.handlers, logger.level, logger.propagate = kept
+    return subprocess.CompletedProcess(["mt", *args], outcome.status, outcome.stdout, outcome.stderr)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *names: str, code: int = 2) -> None:
@@ -198,28 +211,30 @@ def test_prepare_mixes_extra_training_corpora(corpus_dir, tmp_path):
 
 
 def test_bad_input_gives_one_clear_line(workdir, tmp_path):
+    """Two as separate processes, the rest through the same entry point in this process."""
     assert_one_line_error(mt("train", "-c", "missing.yaml", cwd=workdir), "missing.yaml")
     assert_one_line_error(mt("train", "-c", "tiny.yaml", "--set", "model.d_modle=8", cwd=workdir),
                           "model.d_modle")
-    assert_one_line_error(mt("train", "-c", "tiny.yaml", "--set", "train.max_steps=many", cwd=workdir),
+    assert_one_line_error(mt_here("train", "-c", "tiny.yaml", "--set", "train.max_steps=many", cwd=workdir),
                           "train.max_steps")
     write_lines(tmp_path / "bad.zh", ["一", "二"])
     write_lines(tmp_path / "bad.en", ["one"])
-    assert_one_line_error(mt("train", "-c", "tiny.yaml", "--run-dir", str(tmp_path / "r"),
-                             "--set", f"data.train.path={tmp_path / 'bad'}", cwd=workdir), "bad.zh", "bad.en")
-    assert_one_line_error(mt("translate", "--checkpoint", "nothere.pt", "hi", cwd=workdir), "nothere.pt")
-    assert_one_line_error(mt("translate", "--input", "nothere.zh", cwd=workdir), "nothere.zh")
+    assert_one_line_error(mt_here("train", "-c", "tiny.yaml", "--run-dir", str(tmp_path / "r"),
+                                  "--set", f"data.train.path={tmp_path / 'bad'}", cwd=workdir), "bad.zh", "bad.en")
+    assert_one_line_error(mt_here("translate", "--checkpoint", "nothere.pt", "hi", cwd=workdir), "nothere.pt")
+    assert_one_line_error(mt_here("translate", "--input", "nothere.zh", cwd=workdir), "nothere.zh")
     if not torch.cuda.is_available():
-        assert_one_line_error(mt("translate", "--device", "cuda", "hi", cwd=workdir), "--device cuda")
-    assert_one_line_error(mt("translate", "--output", "no/such/dir/out.en", "hi", cwd=workdir), "no/such/dir")
-    assert_one_line_error(mt("translate", "hi", cwd=tmp_path), "no trained run")
-    assert_one_line_error(mt("translate", "--beam", "0", "hi", cwd=workdir), "--beam")
-    assert_one_line_error(mt("train", cwd=workdir), "--config")
+        assert_one_line_error(mt_here("translate", "--device", "cuda", "hi", cwd=workdir), "--device cuda")
+    assert_one_line_error(mt_here("translate", "--output", "no/such/dir/out.en", "hi", cwd=workdir),
+                          "no/such/dir")
+    assert_one_line_error(mt_here("translate", "hi", cwd=tmp_path), "no trained run")
+    assert_one_line_error(mt_here("translate", "--beam", "0", "hi", cwd=workdir), "--beam")
+    assert_one_line_error(mt_here("train", cwd=workdir), "--config")
     (tmp_path / "notyaml.yaml").write_text("model: [unclosed\n", encoding="utf-8")
-    assert_one_line_error(mt("train", "-c", str(tmp_path / "notyaml.yaml"), cwd=workdir), "not valid YAML")
-    assert_one_line_error(mt("translate", "--nbest", "5", "--beam", "2", "hi", cwd=workdir), "--nbest 5")
-    assert_one_line_error(mt("translate", "--engine", "ctranslate2", "--checkpoint", "tiny.yaml", "hi",
-                             cwd=workdir), "not a CTranslate2 export")
+    assert_one_line_error(mt_here("train", "-c", str(tmp_path / "notyaml.yaml"), cwd=workdir), "not valid YAML")
+    assert_one_line_error(mt_here("translate", "--nbest", "5", "--beam", "2", "hi", cwd=workdir), "--nbest 5")
+    assert_one_line_error(mt_here("translate", "--engine", "ctranslate2", "--checkpoint", "tiny.yaml", "hi",
+                                  cwd=workdir), "not a CTranslate2 export")
 
 
 def test_python_dash_m_and_help(tmp_path):

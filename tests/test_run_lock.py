@@ -17,7 +17,7 @@ import pytest
 from conftest import tiny_yaml
 from mt.core.errors import MtError
 from mt.core.run_lock import lock_run_dir
-from test_cli import assert_one_line_error, mt
+from test_cli import assert_one_line_error, mt, mt_here
 
 def hold(run: Path) -> subprocess.Popen:
     """A real training that holds `run`'s lock (it would train for hours) until it is killed."""
@@ -46,11 +46,11 @@ def test_a_second_writer_is_refused_with_the_holders_pid_and_host_and_readers_ar
         holder_words = (f"is in use: mt train (PID {holder.pid} on {socket.gethostname()}", "wait for it to end")
         for command in (["train", "-c", "tiny.yaml", "--resume"], ["train", "-c", "tiny.yaml"],
                         ["prepare", "-c", "tiny.yaml"]):
-            assert_one_line_error(mt(*command, cwd=run.parent), *holder_words, code=1)
+            assert_one_line_error(mt_here(*command, cwd=run.parent), *holder_words, code=1)
         checkpoint = str(run / "checkpoints" / "last.pt")
         for command in (["info", checkpoint], ["translate", "--checkpoint", checkpoint, "我爱你"],
                         ["plot", str(run), "-o", str(run.parent / "curves.png")]):
-            assert mt(*command, cwd=run.parent).returncode == 0, command
+            assert mt_here(*command, cwd=run.parent).returncode == 0, command
     finally:
         holder.kill()
         holder.wait()
