@@ -372,15 +372,17 @@ def test_soak_serve(checkpoint, tmp_path):
 
 def test_chaos_serve(checkpoint, tmp_path):
     """Requests, suggestions and abuse while the server is stopped by SIGTERM and SIGKILL in turn: every answer
-    right (continuous batching: exactly the offline translation), none lost, every answered suggestion kept."""
+    right (continuous batching: exactly the offline translation), none lost but those a SIGTERM stop closes before
+    reading them (docs/serving.md#stopping), every answered suggestion kept."""
     out = run("chaos_serve.py", "--checkpoint", str(checkpoint), "--requests", "80", "--clients", "4",
               "--stop-every", "20", "--batching", "continuous", tmp_path=tmp_path)
-    assert lines_like(r"translations answered: 64", out) and lines_like(r"suggestions: 8", out)
+    assert lines_like(r"translations: 64", out) and lines_like(r"suggestions: 8", out)
     [entry] = recorded(tmp_path, "chaos_serve")
     [row] = entry["figures"]
     assert row["SIGTERM stops"] >= 1 and row["SIGKILL stops"] >= 1 and row["SIGTERM stops not exiting 0"] == 0
     assert row["wrong answers"] == row["5xx answers"] == row["abuse answered otherwise"] == 0
-    assert row["lost: cut off by SIGTERM"] == row["lost: cut off, no stop under way"] == 0
+    assert row["lost: cut off, no stop under way"] == 0
+    assert row["translations answered"] >= 64 - row["lost: cut off by SIGTERM"]
     assert row["suggestions answered"] > 0 and row["answered suggestions missing"] == 0
 
 
