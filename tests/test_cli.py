@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,27 +26,29 @@ def mt(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedP
                           text=True, timeout=300)
 
 
+@contextmanager
+def mt_logging_kept():
+    """The "mt" logger as it was after the block: a command sets up logging for a process of its own."""
+    logger = logging.getLogger("mt")
+    kept = logger.handlers, logger.level, logger.propagate
+    try:
+        yield
+    finally:
+        logger.handlers, logger.level, logger.propagate = kept
+
+
 def mt_in_process(*args: str, cwd: Path):
     """The same command run inside this process (torch is loaded already: much faster than a new process)."""
-    logger = logging.getLogger("mt")
-    kept = logger.handlers, logger.level, logger.propagate  # the command sets up logging for a process of its own
-    with pytest.MonkeyPatch.context() as patch:
+    with mt_logging_kept(), pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd)
-        try:
-            return CliRunner().invoke(app, list(args), obj=GlobalOptions())
-        finally:
-            logger.handlers, logger.level, logger.propagate = kept
+        return CliRunner().invoke(app, list(args), obj=GlobalOptions())
 
 
 def mt_here(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """`mt ARGS` through the `mt` command's own entry point (mt.cli.run: its one-line errors and exit status), inside
     this process: torch is loaded already. A traceback fails the test (doors.mt_cli)."""
-    logger = logging.getLogger("mt")
-    kept = logger.handlers, logger.level, logger.propagate
-    try:
+    with mt_logging_kept():
         outcome = mt_cli([str(arg) for arg in args], cwd)
-    finally:
-        logger.handlers, logger.level, logger.propagate = kept
     return subprocess.CompletedProcess(["mt", *args], outcome.status, outcome.stdout, outcome.stderr)
 
 
