@@ -83,9 +83,9 @@ def test_questions_go_where_one_side_asks_unless_one_side_of_the_corpus_never_ma
     assert kept(GOOD + unmarked, asked) == GOOD + [pair for pair in unmarked if "?" not in pair[1]]
 
 
-def test_lexical_removes_most_misaligned_pairs_and_few_translations():
-    """12,000 Tatoeba pairs, every tenth target moved to the next tenth pair: a sentence beside another's
-    translation, as a crawled corpus misaligns them."""
+def tatoeba_misaligned() -> tuple[list[tuple[str, str]], list[tuple[str, str]], range]:
+    """12,000 Tatoeba pairs aligned, the same with every tenth target moved to the next tenth pair (a sentence beside
+    another's translation, as a crawled corpus misaligns them), and the rows of the misaligned ones."""
     require_shared()
     zh, en = ((TATOEBA / f"train.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("zh", "en"))
     rows = np.random.default_rng(0).choice(len(zh), 12_000, replace=False)
@@ -93,14 +93,31 @@ def test_lexical_removes_most_misaligned_pairs_and_few_translations():
     moved = range(0, len(rows), 10)
     for a, b in zip(moved, [*moved[1:], moved[0]]):
         targets[b] = en[rows[a]]
-    pairs = list(zip((zh[i] for i in rows), targets))
+    sources = [zh[i] for i in rows]
+    return list(zip(sources, (en[i] for i in rows))), list(zip(sources, targets)), moved
+
+
+def test_lexical_removes_most_misaligned_pairs_and_few_translations():
+    aligned, pairs, moved = tatoeba_misaligned()
     kept_pairs = set(kept(pairs, LexicalFilter()))
     misaligned_kept = sum(pairs[i] in kept_pairs for i in moved) / len(moved)
     translations_removed = sum(pair not in kept_pairs for i, pair in enumerate(pairs) if i % 10) / (len(pairs) * 0.9)
     assert misaligned_kept < 0.2 and translations_removed < 0.04, (misaligned_kept, translations_removed)
     assert kept(pairs[:9999], LexicalFilter()) == pairs[:9999]  # too few pairs to learn from: left alone
-    aligned = list(zip((zh[i] for i in rows), (en[i] for i in rows)))
     assert kept(aligned, LexicalFilter()) == aligned  # no sign of misalignment: its free translations stay
+
+
+def test_lexical_judges_a_pair_alike_when_other_pairs_come_and_go():
+    """As when other filters before it remove pairs, or a corpus grows: a pair's half and its place in the samples
+    follow from its own text, so few judgements change, and none for a mere change of order."""
+    _, pairs, _ = tatoeba_misaligned()
+    judged = dict.fromkeys(kept(pairs, LexicalFilter()), True)
+    rng = np.random.default_rng(1)
+    fewer = [pairs[i] for i in rng.permutation(len(pairs))[:len(pairs) * 97 // 100]]   # 3% gone, the rest shuffled
+    kept_of_fewer = set(kept(fewer, LexicalFilter()))
+    changed = sum((pair in kept_of_fewer) != judged.get(pair, False) for pair in fewer) / len(fewer)
+    assert changed < 0.005, changed
+    assert kept(fewer[::-1], LexicalFilter()) == [pair for pair in fewer[::-1] if pair in kept_of_fewer]
 
 
 def test_duplicates_keep_the_first_pair_and_duplicate_sources_keep_as_many_as_asked():

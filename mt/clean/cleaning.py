@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 KEPT = -1  # a pair's reason when no step removed it, and its repair when none changed it
 CONTAMINATION = "contamination"
-CACHE_FORMAT = 4  # of the cache files (reasons, repairs and the contamination count) and of the judgements
+CACHE_FORMAT = 5  # of the cache files (reasons, repairs and the contamination count) and of the judgements
 
 
 @dataclass

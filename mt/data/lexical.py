@@ -4,12 +4,15 @@ corpus itself (IBM Model 1, Brown et al. 1993), one each way, so that no model h
 A misaligned pair, a sentence beside another sentence's translation, scores as a random pairing of the corpus's
 sentences does. Each pair is scored by tables learned from the other half of the corpus (a table learned from a pair
 explains that pair, however wrong), and so are random pairings of its own half: the filter keeps a pair that scores
-above a given share of them. A corpus that seems to hold few misaligned pairs is left alone: in a clean one, the
+above a given share of them. A pair's half, and its place in the samples learned from and paired at random, follow
+from a hash of its own text, not from its row: a pair is judged alike when other pairs come and go (when other filters
+run before this one, or a corpus grows). A corpus that seems to hold few misaligned pairs is left alone: in a clean one, the
 pairs scoring as random pairings do are free translations.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 
@@ -72,19 +75,26 @@ def _scored_halves(src_texts: list[str], tgt_texts: list[str], max_pairs: int):
     of random pairings of its sentences by the same tables."""
     (src, src_vocabulary), (tgt, tgt_vocabulary) = units(src_texts), units(tgt_texts)
     size = max(len(src_vocabulary), len(tgt_vocabulary)) + 1
-    rng = np.random.default_rng(0)  # the same halves and samples on every run
     links_of = (src.lengths + 1) * tgt.lengths + (tgt.lengths + 1) * src.lengths  # both ways [P]
-    half = rng.permutation(len(src_texts)) % 2
-    for h in (0, 1):
-        scored, learned = np.flatnonzero(half == h), rng.permutation(np.flatnonzero(half != h))
+    keys = pair_keys(src_texts, tgt_texts)
+    order = np.argsort(keys, kind="stable")                # a random order of the rows that each pair keeps
+    half = (keys & 1).astype(bool)
+    for h in (False, True):
+        scored, learned = np.flatnonzero(half == h), order[half[order] != h]
         learned = np.sort(next(chunks(learned[:max_pairs], links_of)))
         src_learned, tgt_learned = src.take(learned), tgt.take(learned)
         tables = Table.learn(src_learned, tgt_learned, size), Table.learn(tgt_learned, src_learned, size)
-        pairings = rng.permutation(scored)[:max_pairs]
-        baseline = np.concatenate([score(tables, src.take(rows), tgt.take(rng.permutation(rows)))
+        pairings = order[half[order] == h][:max_pairs]     # each source beside the next one's target
+        baseline = np.concatenate([score(tables, src.take(rows), tgt.take(np.roll(rows, 1)))
                                    for rows in chunks(pairings, links_of)])
         scores = np.concatenate([score(tables, src.take(rows), tgt.take(rows)) for rows in chunks(scored, links_of)])
         yield scored, scores, baseline
+
+
+def pair_keys(src_texts: list[str], tgt_texts: list[str]) -> np.ndarray:
+    """A 64-bit hash of each pair's text [P]: the same in every process and corpus (Python's own hash is not)."""
+    return np.fromiter((int.from_bytes(hashlib.blake2b(f"{s}\t{t}".encode(), digest_size=8).digest(), "little")
+                        for s, t in zip(src_texts, tgt_texts)), dtype=np.uint64, count=len(src_texts))
 
 
 def score(tables: tuple[Table, Table], src: Sides, tgt: Sides) -> np.ndarray:
