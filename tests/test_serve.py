@@ -809,6 +809,36 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(checkpoint, tmp_pat
         assert process.wait(timeout=30) == 0
 
 
+
+def test_sigterm_answers_a_connection_made_before_it_whose_request_comes_after(checkpoint, tmp_path, offline):
+    """A client connects, then sends: a stop between the two does not drop the request (the connection is not idle,
+    as uvicorn alone takes it to be). A connection that sends nothing is closed after the grace, one that its client
+    closes is let go; the exit is 0, with no traceback in the log."""
+    with mt_serve("--checkpoint", str(checkpoint), cwd=tmp_path) as (process, url):
+        host, port = url.removeprefix("http://").split(":")
+        body = json.dumps({"q": "我爱你", "source": "zh", "target": "en"}).encode()
+        early, idle, gone = (socket.create_connection((host, int(port))) for _ in range(3))
+        with early, idle:
+            time.sleep(0.5)  # all three accepted
+            process.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            with pytest.raises(httpx.ConnectError):  # the stop has begun: no new connection is accepted
+                httpx.get(url + "/health")
+            gone.close()
+            early.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            early.settimeout(30)
+            answer = b""
+            while chunk := early.recv(10_000):  # until the server closes the connection
+                answer += chunk
+            idle.settimeout(30)
+            assert idle.recv(10_000) == b""  # closed, unanswered: it asked nothing
+        answer = answer.decode()
+        assert answer.startswith("HTTP/1.1 200") and json.dumps(offline["我爱你"], ensure_ascii=False) in answer
+        assert process.wait(timeout=30) == 0
+        assert "Traceback" not in process.stderr.read()
+
+
 # ---------------------------------------------------------------- the page, in a real browser
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

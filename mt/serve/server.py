@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import signal
@@ -19,6 +20,8 @@ from mt.serve.limits import ServeConfig
 
 log = logging.getLogger(__name__)
 
+FIRST_REQUEST_GRACE = 2.0  # s: how long a stop waits for the first request of a connection made before it
+
 
 def serve(translator: Translator, engine: str, limits: ServeConfig, host: str, port: int,
           api_keys: frozenset[str] = frozenset(), glossary: Glossary | None = None, soft: bool = False,
@@ -32,7 +35,7 @@ def serve(translator: Translator, engine: str, limits: ServeConfig, host: str, p
     config = uvicorn.Config(create_app(translator, engine, limits, api_keys, glossary, soft, suggestions, load),
                             log_level="warning", access_log=False,
                             timeout_graceful_shutdown=int(limits.request_timeout) + 5)
-    server = uvicorn.Server(config)
+    server = Server(config)
     log.info(f"serving {engine} on {address} (the page at /, LibreTranslate's API at /translate; Ctrl-C stops)")
     # uvicorn catches SIGTERM and SIGINT for its graceful shutdown, then raises them again for the handlers it
     # found; handlers that do nothing make that a normal return (exit status 0).
@@ -43,6 +46,41 @@ def serve(translator: Translator, engine: str, limits: ServeConfig, host: str, p
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     log.info("stopped")
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, stopping as Go's net/http does: a connection made before the stop that has not sent its
+    first request is not idle, as uvicorn takes it to be, but a request on its way (the client sent it as soon as it
+    connected; the server had not read it yet). Such a connection gets FIRST_REQUEST_GRACE to begin its request,
+    which is answered and the connection closed; connections idle between requests are closed at once."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for _ in range(3):  # a few passes of the loop: it accepts the connections waiting in the backlog
+            await asyncio.sleep(0)
+        fresh = [c for c in self.server_state.connections if getattr(c, "cycle", False) is None]
+        for connection in fresh:
+            connection.shutdown = _not_yet  # uvicorn's shutdown would close it
+        spared = asyncio.create_task(_close_after_first_request(fresh))
+        await super().shutdown(sockets)  # waits for every connection it knows, the spared ones too
+        await spared
+
+
+def _not_yet() -> None:
+    """A spared connection's shutdown while it waits for its first request."""
+
+
+async def _close_after_first_request(connections: list) -> None:
+    """Each connection's own shutdown once its first request has begun (answered, then closed), or at the grace's
+    end (closed; one that its client has closed meanwhile takes it as a no-op)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FIRST_REQUEST_GRACE
+    while connections:
+        await asyncio.sleep(0.01)
+        begun = [c for c in connections if c.cycle is not None or loop.time() >= deadline]
+        for connection in begun:
+            del connection.shutdown  # the class's own again
+            connection.shutdown()
+        connections = [c for c in connections if c not in begun]
 
 
 def _listen(host: str, port: int) -> socket.socket:
