@@ -386,7 +386,7 @@ class LexicalFilter(TextFilter):
                                                         "pairings: about the share of misaligned pairs it removes.")
     max_pairs: Annotated[Int, Field(ge=1000)] = key(100_000, "The most pairs each half's tables learn from (and at "
                                                     "most 20 million word links), and random pairings scored; drawn "
-                                                    "at random.")
+                                                    "by a hash of each pair's text.")
     min_misaligned: Annotated[Float, Field(ge=0, lt=1)] = key(
         0.02, "The corpus is left alone when its share of misaligned pairs, estimated as twice the share of its "
         "pairs scoring under the median random pairing, is under this.")
