@@ -372,8 +372,8 @@ def test_soak_serve(checkpoint, tmp_path):
 
 def test_chaos_serve(checkpoint, tmp_path):
     """Requests, suggestions and abuse while the server is stopped by SIGTERM and SIGKILL in turn: every answer
-    right (continuous batching: exactly the offline translation), none lost but connections still in the listener's
-    backlog as a SIGTERM stop closes it (docs/serving.md#stopping), every answered suggestion kept."""
+    right (continuous batching: exactly the offline translation), none lost but those that reach the server in the
+    instant a SIGTERM stop closes its listener (docs/serving.md#stopping), every answered suggestion kept."""
     out = run("chaos_serve.py", "--checkpoint", str(checkpoint), "--requests", "80", "--clients", "4",
               "--stop-every", "20", "--batching", "continuous", tmp_path=tmp_path)
     assert lines_like(r"translations: 64", out) and lines_like(r"suggestions: 8", out)

@@ -809,7 +809,6 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(checkpoint, tmp_pat
         assert process.wait(timeout=30) == 0
 
 
-
 def test_sigterm_answers_a_connection_made_before_it_whose_request_comes_after(checkpoint, tmp_path, offline):
     """A client connects, then sends: a stop between the two does not drop the request (the connection is not idle,
     as uvicorn alone takes it to be). A connection that sends nothing is closed after the grace, one that its client
@@ -838,6 +837,29 @@ def test_sigterm_answers_a_connection_made_before_it_whose_request_comes_after(c
         assert process.wait(timeout=30) == 0
         assert "Traceback" not in process.stderr.read()
 
+
+def test_a_stop_as_soon_as_the_server_serves_answers_what_waits_then_exits_0(checkpoint, tmp_path, offline):
+    """SIGTERM right after the "serving" line, with requests sent while the server could not read them (stopped by
+    SIGSTOP: they wait in its listener's backlog): each is answered, and the stop is a clean one."""
+    with mt_serve("--checkpoint", str(checkpoint), cwd=tmp_path) as (process, url):
+        host, port = url.removeprefix("http://").split(":")
+        body = json.dumps({"q": "我爱你", "source": "zh", "target": "en"}).encode()
+        process.send_signal(signal.SIGSTOP)
+        clients = [socket.create_connection((host, int(port))) for _ in range(4)]
+        for client in clients:
+            client.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGCONT)
+        for client in clients:
+            with client:
+                client.settimeout(30)
+                answer = b""
+                while chunk := client.recv(10_000):  # until the server closes the connection
+                    answer += chunk
+            answer = answer.decode()
+            assert answer.startswith("HTTP/1.1 200") and json.dumps(offline["我爱你"], ensure_ascii=False) in answer
+        assert process.wait(timeout=30) == 0
 
 # ---------------------------------------------------------------- the page, in a real browser
 
@@ -1070,3 +1092,4 @@ def test_mt_serve_changes_its_model_with_its_own_settings(checkpoint, trained_ru
         assert changed.status_code == 200 and changed.json()["step"] == 4
         info = httpx.get(url + "/api/info", params={"api_key": "op"}).json()
         assert info["step"] == 4 and info["decode"]["beam_size"] == 2
+

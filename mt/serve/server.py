@@ -20,6 +20,7 @@ from mt.serve.limits import ServeConfig
 
 log = logging.getLogger(__name__)
 
+BACKLOG_DRAIN = 0.05  # s: how long a stop goes on accepting before it closes the listener
 FIRST_REQUEST_GRACE = 2.0  # s: how long a stop waits for the first request of a connection made before it
 
 
@@ -35,11 +36,12 @@ def serve(translator: Translator, engine: str, limits: ServeConfig, host: str, p
     config = uvicorn.Config(create_app(translator, engine, limits, api_keys, glossary, soft, suggestions, load),
                             log_level="warning", access_log=False,
                             timeout_graceful_shutdown=int(limits.request_timeout) + 5)
-    server = Server(config)
-    log.info(f"serving {engine} on {address} (the page at /, LibreTranslate's API at /translate; Ctrl-C stops)")
-    # uvicorn catches SIGTERM and SIGINT for its graceful shutdown, then raises them again for the handlers it
-    # found; handlers that do nothing make that a normal return (exit status 0).
-    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    server = Server(config, f"serving {engine} on {address} (the page at /, LibreTranslate's API at /translate; "
+                            "Ctrl-C stops)")
+    # uvicorn catches SIGTERM and SIGINT for its graceful shutdown while it runs, then raises them again for the
+    # handlers it found. The server's own handler around it: a stop that comes while uvicorn starts is kept, and
+    # the signal raised again is a normal return (exit status 0).
+    previous = {sig: signal.signal(sig, server.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         server.run(sockets=[sock])
     finally:
@@ -49,14 +51,24 @@ def serve(translator: Translator, engine: str, limits: ServeConfig, host: str, p
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server, stopping as Go's net/http does: a connection made before the stop that has not sent its
-    first request is not idle, as uvicorn takes it to be, but a request on its way (the client sent it as soon as it
-    connected; the server had not read it yet). Such a connection gets FIRST_REQUEST_GRACE to begin its request,
-    which is answered and the connection closed; connections idle between requests are closed at once."""
+    """uvicorn's server, with a stop that loses no request sent before it. It accepts for BACKLOG_DRAIN more, so
+    that the connections waiting in the listener's backlog are not reset when it closes. And, as Go's net/http
+    does, it takes a connection that has not sent its first request for a request on its way (the client sent it as
+    soon as it connected; the server had not read it yet), not for an idle one, as uvicorn does: it gets
+    FIRST_REQUEST_GRACE to begin its request, which is answered, and the connection closed. Connections idle between
+    requests are closed at once. It says `ready` once it serves."""
+
+    def __init__(self, config: uvicorn.Config, ready: str):
+        super().__init__(config)
+        self.ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:  # only now: the listener is served and a stop signal is uvicorn's to handle
+            log.info(self.ready)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        for _ in range(3):  # a few passes of the loop: it accepts the connections waiting in the backlog
-            await asyncio.sleep(0)
+        await asyncio.sleep(BACKLOG_DRAIN)  # the loop goes on: it accepts and reads what waits in the backlog
         fresh = [c for c in self.server_state.connections if getattr(c, "cycle", False) is None]
         for connection in fresh:
             connection.shutdown = _not_yet  # uvicorn's shutdown would close it
