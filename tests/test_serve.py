@@ -92,6 +92,22 @@ def answered(response: httpx.Response) -> dict:
     return answer
 
 
+def raw_request(text: str) -> tuple[bytes, bytes]:
+    """A LibreTranslate request to translate `text`, as bytes on the wire: (its head, its JSON body)."""
+    body = json.dumps({"q": text, "source": "zh", "target": "en"}).encode()
+    return (b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+            % len(body)), body
+
+
+def answer_until_closed(connection: socket.socket) -> str:
+    """What the server sends on a raw connection until it closes it."""
+    connection.settimeout(30)
+    answer = b""
+    while chunk := connection.recv(10_000):
+        answer += chunk
+    return answer.decode()
+
+
 def serve_config(**values) -> ServeConfig:
     return ServeConfig(**values)
 
@@ -622,10 +638,8 @@ def test_a_client_that_disconnects_leaves_no_work_behind(translator, batching):
             busy = pool.submit(post, url, "/translate", json={"q": "谢谢你。", "source": "zh", "target": "en"})
             time.sleep(0.3)  # the worker is busy with that one for a second
             host, port = url.removeprefix("http://").split(":")
-            body = json.dumps({"q": "他是我的朋友。", "source": "zh", "target": "en"}).encode()
             with socket.create_connection((host, int(port))) as leaving:
-                leaving.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                leaving.sendall(b"".join(raw_request("他是我的朋友。")))
                 time.sleep(0.3)  # its request waits in the queue
             assert busy.result().status_code == 200
         assert post(url, "/translate", json={"q": "你好。", "source": "zh", "target": "en"}).status_code == 200
@@ -790,21 +804,16 @@ def test_a_malformed_form_is_answered_400_and_leaves_no_line_in_the_server_s_log
 def test_sigterm_finishes_the_request_in_flight_then_exits_0(checkpoint, tmp_path, offline):
     with mt_serve("--checkpoint", str(checkpoint), cwd=tmp_path) as (process, url):
         host, port = url.removeprefix("http://").split(":")
-        body = json.dumps({"q": "我爱你", "source": "zh", "target": "en"}).encode()
+        head, body = raw_request("我爱你")
         with socket.create_connection((host, int(port))) as in_flight:
-            in_flight.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                              b"Content-Length: %d\r\n\r\n%s" % (len(body), body[:10]))
+            in_flight.sendall(head + body[:10])
             time.sleep(0.5)  # the request has begun
             process.send_signal(signal.SIGTERM)
             time.sleep(0.5)
             with pytest.raises(httpx.ConnectError):  # no new connection is accepted
                 httpx.get(url + "/health")
             in_flight.sendall(body[10:])  # the rest of its body
-            in_flight.settimeout(30)
-            answer = b""
-            while chunk := in_flight.recv(10_000):  # until the server closes the connection, as it stops
-                answer += chunk
-            answer = answer.decode()
+            answer = answer_until_closed(in_flight)  # as it stops
         assert answer.startswith("HTTP/1.1 200") and json.dumps(offline["我爱你"], ensure_ascii=False) in answer
         assert process.wait(timeout=30) == 0
 
@@ -815,7 +824,6 @@ def test_sigterm_answers_a_connection_made_before_it_whose_request_comes_after(c
     closes is let go; the exit is 0, with no traceback in the log."""
     with mt_serve("--checkpoint", str(checkpoint), cwd=tmp_path) as (process, url):
         host, port = url.removeprefix("http://").split(":")
-        body = json.dumps({"q": "我爱你", "source": "zh", "target": "en"}).encode()
         early, idle, gone = (socket.create_connection((host, int(port))) for _ in range(3))
         with early, idle:
             time.sleep(0.5)  # all three accepted
@@ -824,15 +832,9 @@ def test_sigterm_answers_a_connection_made_before_it_whose_request_comes_after(c
             with pytest.raises(httpx.ConnectError):  # the stop has begun: no new connection is accepted
                 httpx.get(url + "/health")
             gone.close()
-            early.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-            early.settimeout(30)
-            answer = b""
-            while chunk := early.recv(10_000):  # until the server closes the connection
-                answer += chunk
-            idle.settimeout(30)
-            assert idle.recv(10_000) == b""  # closed, unanswered: it asked nothing
-        answer = answer.decode()
+            early.sendall(b"".join(raw_request("我爱你")))
+            answer = answer_until_closed(early)
+            assert answer_until_closed(idle) == ""  # closed, unanswered: it asked nothing
         assert answer.startswith("HTTP/1.1 200") and json.dumps(offline["我爱你"], ensure_ascii=False) in answer
         assert process.wait(timeout=30) == 0
         assert "Traceback" not in process.stderr.read()
@@ -843,23 +845,18 @@ def test_a_stop_as_soon_as_the_server_serves_answers_what_waits_then_exits_0(che
     SIGSTOP: they wait in its listener's backlog): each is answered, and the stop is a clean one."""
     with mt_serve("--checkpoint", str(checkpoint), cwd=tmp_path) as (process, url):
         host, port = url.removeprefix("http://").split(":")
-        body = json.dumps({"q": "我爱你", "source": "zh", "target": "en"}).encode()
         process.send_signal(signal.SIGSTOP)
         clients = [socket.create_connection((host, int(port))) for _ in range(4)]
         for client in clients:
-            client.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                           b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            client.sendall(b"".join(raw_request("我爱你")))
         process.send_signal(signal.SIGTERM)
         process.send_signal(signal.SIGCONT)
         for client in clients:
             with client:
-                client.settimeout(30)
-                answer = b""
-                while chunk := client.recv(10_000):  # until the server closes the connection
-                    answer += chunk
-            answer = answer.decode()
+                answer = answer_until_closed(client)
             assert answer.startswith("HTTP/1.1 200") and json.dumps(offline["我爱你"], ensure_ascii=False) in answer
         assert process.wait(timeout=30) == 0
+
 
 # ---------------------------------------------------------------- the page, in a real browser
 
