@@ -264,7 +264,8 @@ def part_bleu(args, clean: list[Pair]) -> list[dict]:
         rows.append(row)
     for row in rows[1:]:
         for test in tests:
-            row[f"{test} BLEU / filters off"] = round(row[f"{test} BLEU"] / rows[0][f"{test} BLEU"], 3)
+            off = rows[0][f"{test} BLEU"]
+            row[f"{test} BLEU / filters off"] = round(row[f"{test} BLEU"] / off, 3) if off else None  # 0: no ratio
     for row in rows:
         print(row, flush=True)
     return rows
