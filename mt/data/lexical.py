@@ -5,9 +5,9 @@ A misaligned pair, a sentence beside another sentence's translation, scores as a
 sentences does. Each pair is scored by tables learned from the other half of the corpus (a table learned from a pair
 explains that pair, however wrong), and so are random pairings of its own half: the filter keeps a pair that scores
 above a given share of them. A pair's half, and its place in the samples learned from and paired at random, follow
-from a hash of its own text, not from its row: a pair is judged alike when other pairs come and go (when other filters
-run before this one, or a corpus grows). A corpus that seems to hold few misaligned pairs is left alone: in a clean one, the
-pairs scoring as random pairings do are free translations.
+from a hash of its own text, not from its row: a pair is judged alike when other pairs come and go (when other
+filters run before this one, or a corpus grows). A corpus that seems to hold few misaligned pairs is left alone: in
+a clean one, the pairs scoring as random pairings do are free translations.
 """
 
 from __future__ import annotations
@@ -79,12 +79,13 @@ def _scored_halves(src_texts: list[str], tgt_texts: list[str], max_pairs: int):
     keys = pair_keys(src_texts, tgt_texts)
     order = np.argsort(keys, kind="stable")                # a random order of the rows that each pair keeps
     half = (keys & 1).astype(bool)
+    halves_in_order = [order[half[order] == h] for h in (False, True)]
     for h in (False, True):
-        scored, learned = np.flatnonzero(half == h), order[half[order] != h]
+        scored, learned = np.flatnonzero(half == h), halves_in_order[not h]
         learned = np.sort(next(chunks(learned[:max_pairs], links_of)))
         src_learned, tgt_learned = src.take(learned), tgt.take(learned)
         tables = Table.learn(src_learned, tgt_learned, size), Table.learn(tgt_learned, src_learned, size)
-        pairings = order[half[order] == h][:max_pairs]     # each source beside the next one's target
+        pairings = halves_in_order[h][:max_pairs]          # each source beside the next one's target
         baseline = np.concatenate([score(tables, src.take(rows), tgt.take(np.roll(rows, 1)))
                                    for rows in chunks(pairings, links_of)])
         scores = np.concatenate([score(tables, src.take(rows), tgt.take(rows)) for rows in chunks(scored, links_of)])
