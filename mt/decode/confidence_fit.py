@@ -11,7 +11,6 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from scipy.stats import spearmanr
 from torch import Tensor
 
 from mt.config import DecodeConfig
@@ -36,6 +35,8 @@ def rank_correlation(scores: Tensor, labels: Tensor) -> float:
     """Spearman's ρ between two [N] (0 where either is constant: no ranking)."""
     if len(scores) < 2 or scores.min() == scores.max() or labels.min() == labels.max():
         return 0.0
+    from scipy.stats import spearmanr  # here: scipy.stats takes most of a second to import, and only fitting ranks
+
     return float(spearmanr(scores.numpy(), labels.numpy()).statistic)
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from mt.core.atomic import TEXT, atomic_write_bytes
 from mt.config import DecodeConfig
 from mt.data.config import DataConfig
-from mt.data.corpora import read_corpus
 from mt.core.lines import read_lines
 from mt.core.scoring import Scores, score
 from mt.decode.translator import Translator
@@ -16,6 +15,8 @@ from mt.decode.translator import Translator
 
 def read_held_out(data: DataConfig, split: str = "test") -> tuple[list[str], list[list[str]]]:
     """A config's test (or dev) set, all of it: its source lines and its one set of references."""
+    from mt.data.corpora import read_corpus  # here: it imports `datasets` (most of a second), for a config's set alone
+
     held_out = read_corpus(data.test if split == "test" else data.dev, data, split)
     return held_out["src"], [held_out["tgt"]]
 
