@@ -10,7 +10,7 @@ from test_search import MAX_LEN, SOURCES, SRC, EagerToStop, peaky_model, repeats
 from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.data.tokenizer import EOS, UNK
-from mt.decode.constrained import constrained_beam_search
+from mt.decode.constrained import _allocate, constrained_beam_search
 from mt.decode.constraints import Terms, WordPieces
 from mt.decode.ctranslate2 import CTranslate2Engine
 from mt.decode.engine import Hypothesis, search_sources
@@ -54,6 +54,14 @@ def test_term_state_meets_terms_in_any_order_and_restarts_a_broken_phrase():
     assert state.wanted == ([6], [5, 9])                   # goes on with 5 6, or starts a term
     assert state.advance(6).wanted == ([], [9])             # 5 6 met: only 9 is wanted
     assert state.advance(6).advance(9).wanted == ([], []) and state.advance(6).advance(9).done
+
+
+def test_rows_go_bank_by_bank_after_the_likeliest_candidate_of_all():
+    start = Terms.of([[[5, 6, 9]]]).start()
+    rows = [start.advance(5), start]  # row 0 is one token into the term, row 1 holds none of it
+    pool = {(0, 6): -3.0, (1, 5): -2.5, (1, 7): -1.0, (0, 8): -2.0}
+    order = [(c.row, c.token, c.state.bank) for c in _allocate(pool, rows)]
+    assert order == [(1, 7, 0), (0, 6, 2), (1, 5, 1), (0, 8, 0)]  # the likeliest, then the best of each bank, top down
 
 
 def test_word_pieces_and_a_form_that_ends_a_word():

@@ -7,6 +7,10 @@ best token; (3) each row's tokens that go on with its open form, and its best to
 term. Each candidate falls into a bank, the term tokens its output holds (TermState.bank); the K rows are dealt
 out bank by bank: the best of the top bank, the best of the next one, …, then the second best of each, and so on
 (empty banks take no row), so that likelier hypotheses holding fewer term tokens never crowd out those holding more.
+One departure: the likeliest candidate of all takes the first row, whatever its bank. Dealt by bank, a beam of 4
+leaves the lower banks a row or two, and the path the model prefers, which would write the term where it fits,
+could be pruned for one that wrote it early: "I think his important opinion is very important." where the
+model's own "I think his opinion is very important." holds the term "important".
 
 EOS is open only to a row whose output holds every term, and the pieces that glue onto a word are closed to a row
 whose last token completed a form that ends a word (TermState.word_end). At its output limit a sentence's
@@ -142,17 +146,21 @@ def _wanted(log_probs: Tensor, totals: Tensor, rows: list[TermState],
 
 
 def _allocate(pool: Pool, rows: list[TermState]) -> list[Candidate]:
-    """A sentence's candidates in the order they get its rows: by rank inside their bank ("stripe"), then from the
-    top bank down: the best of each bank, then the second best of each, …"""
+    """A sentence's candidates in the order they get its rows: the likeliest of all first, whatever its bank; then
+    by rank inside their bank ("stripe"), from the top bank down: the best of each bank, the second best of each, …"""
     ranked = [Candidate(score, row, token, rows[row].advance(token)) for (row, token), score in pool.items()
               if score > float("-inf")]
+    if not ranked:
+        return []
     ranked.sort(key=lambda c: (-c.state.bank, -c.score))
     seen: dict[int, int] = {}  # bank → its candidates so far
     stripes = []
     for candidate in ranked:
         stripes.append(seen.get(candidate.state.bank, 0))
         seen[candidate.state.bank] = stripes[-1] + 1
-    return [candidate for _, candidate in sorted(zip(stripes, ranked), key=lambda pair: pair[0])]  # stable
+    ordered = [candidate for _, candidate in sorted(zip(stripes, ranked), key=lambda pair: pair[0])]  # stable
+    likeliest = max(ordered, key=lambda c: c.score)
+    return [likeliest, *(candidate for candidate in ordered if candidate is not likeliest)]
 
 
 def _extend(ordered: list[Candidate], ys: Tensor, k: int, at_limit: bool, alpha: float,
