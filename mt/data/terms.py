@@ -195,30 +195,16 @@ def _bare_processor(proto: bytes) -> spm.SentencePieceProcessor:
 def _entry_forms(entry: Entry, tokenizer: Tokenizer, bare: spm.SentencePieceProcessor, name: str) -> Forms:
     """An entry's target forms, one per distinct encoding: a word of its own ("▁Acme"), or, for a target that
     starts with a character of a script without spaces, written without the space before it: in such output a "▁"
-    inside the sentence writes a space. Each target as written, then with its first letter capitalised where the
-    model can write that, as the report reads it: a sentence that opens with the term ("Stop.") holds it there."""
+    inside the sentence writes a space."""
     forms = []
-    for target, normalized in zip(entry.targets, tokenizer.normalize_tgt(list(entry.targets))):
-        written, *capitalised = _cased(normalized)
-        pieces = _pieces(written, tokenizer, bare)
-        problem = _unwritable(pieces, target)
-        if problem:
-            raise MtError(f"{name}:{entry.line}: {problem}")
-        forms += [[p.id for p in pieces] for pieces in [pieces, *(_pieces(t, tokenizer, bare) for t in capitalised)]
-                  if not _unwritable(pieces, target)]
+    for target, text in zip(entry.targets, tokenizer.normalize_tgt(list(entry.targets))):
+        pieces = (bare if UNSPACED_CHAR.match(text[0]) else tokenizer.tgt).encode(text, return_type="proto").pieces
+        ids = [p.id for p in pieces]
+        if not ids or UNK in ids:
+            unwritten = next((p.surface for p in pieces if p.id == UNK), target)
+            raise MtError(f'{name}:{entry.line}: the model\'s vocabulary cannot write "{unwritten}" of "{target}"')
+        if len(ids) > MAX_TERM_PIECES:
+            raise MtError(f'{name}:{entry.line}: "{target}" is {len(ids)} pieces for this model; a term has at most '
+                          f"{MAX_TERM_PIECES}")
+        forms.append(ids)
     return [list(form) for form in dict.fromkeys(map(tuple, forms))]
-
-
-def _pieces(text: str, tokenizer: Tokenizer, bare: spm.SentencePieceProcessor) -> list:
-    """A target form's SentencePiece pieces (see _entry_forms)."""
-    return (bare if UNSPACED_CHAR.match(text[0]) else tokenizer.tgt).encode(text, return_type="proto").pieces
-
-
-def _unwritable(pieces: list, target: str) -> str:
-    """Why the search cannot write a form of `target` ("" where it can)."""
-    if not pieces or any(p.id == UNK for p in pieces):
-        unwritten = next((p.surface for p in pieces if p.id == UNK), target)
-        return f'the model\'s vocabulary cannot write "{unwritten}" of "{target}"'
-    if len(pieces) > MAX_TERM_PIECES:
-        return f'"{target}" is {len(pieces)} pieces for this model; a term has at most {MAX_TERM_PIECES}'
-    return ""
