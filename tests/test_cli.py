@@ -432,11 +432,10 @@ def test_translate_with_a_glossary_holds_each_term_and_reports_it(workdir, tmp_p
                          str(tmp_path / "report.jsonl"), *lines, cwd=workdir)
     assert plain.exit_code == 0 and held.exit_code == 0, held.output
     first, second, third = held.stdout.splitlines()
-    greeting = re.search(r"\b[Gg]ood day\b", second)  # as written, or capitalised where it opens the translation
-    assert re.search(r"\bTom\b", first) and greeting and third == plain.stdout.splitlines()[2]
+    assert re.search(r"\bTom\b", first) and "good day" in second and third == plain.stdout.splitlines()[2]
     report = [json.loads(line) for line in (tmp_path / "report.jsonl").read_text(encoding="utf-8").splitlines()]
     assert report == [{"line": 1, "terms": [{"source": "我", "target": "Tom", "used": True}]},
-                      {"line": 2, "terms": [{"source": "你好", "target": greeting.group(), "used": True}]},
+                      {"line": 2, "terms": [{"source": "你好", "target": "good day", "used": True}]},
                       {"line": 3, "terms": []}]
     nbest = mt_in_process("translate", "--beam", "3", "--nbest", "2", "--glossary", str(tmp_path / "g.tsv"), "我爱你。",
                           cwd=workdir)

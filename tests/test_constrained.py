@@ -56,13 +56,6 @@ def test_term_state_meets_terms_in_any_order_and_restarts_a_broken_phrase():
     assert state.advance(6).advance(9).wanted == ([], []) and state.advance(6).advance(9).done
 
 
-def test_an_opening_form_meets_a_term_only_as_the_first_tokens_of_an_output():
-    start = Terms.of([[[5, 6]]], opening=[[[7, 6]]]).start()
-    assert start.advance(7).advance(6).done and start.advance(5).advance(6).done
-    assert not start.advance(8).advance(7).advance(6).done and start.advance(8).advance(5).advance(6).done
-    assert start.wanted == ([], [5, 7]) and start.advance(8).wanted == ([], [5])
-
-
 def test_rows_go_bank_by_bank_after_the_likeliest_candidate_of_all():
     start = Terms.of([[[5, 6, 9]]]).start()
     rows = [start.advance(5), start]  # row 0 is one token into the term, row 1 holds none of it

@@ -66,8 +66,6 @@ class TermFinder:
         self._sources = _source_index(glossary, self._simplified)
         bare = _bare_processor(tokenizer.tgt_proto or tokenizer.src_proto)
         self._forms = {entry: _entry_forms(entry, tokenizer, bare, glossary.name) for entry in glossary.entries}
-        self._opening = {entry: _opening_forms(entry, tokenizer, bare, self._forms[entry])
-                         for entry in glossary.entries}
         self._written = {entry: list(dict.fromkeys(tokenizer.decode_tgt(forms))) for entry, forms in
                          self._forms.items()}  # each target as the model writes it
 
@@ -81,10 +79,6 @@ class TermFinder:
     def forms(self, matches: list[Match]) -> list[Forms]:
         """The search's terms for a sentence's matches: the first MAX_SENTENCE_TERMS, each its target forms."""
         return [self._forms[m.entry] for m in matches[:MAX_SENTENCE_TERMS]]
-
-    def opening(self, matches: list[Match]) -> list[Forms]:
-        """Beside `forms`, each term's forms that may only open an output: a lowercase target capitalised."""
-        return [self._opening[m.entry] for m in matches[:MAX_SENTENCE_TERMS]]
 
     def target(self, entry: Entry) -> str:
         """The entry's first target, as the model writes it."""
@@ -190,18 +184,6 @@ def spaced_letter(c: str) -> bool:
     return c.isalnum() and not UNSPACED_CHAR.match(c)
 
 
-def _opening_forms(entry: Entry, tokenizer: Tokenizer, bare: spm.SentencePieceProcessor, forms: Forms) -> Forms:
-    """The forms of an entry's lowercase targets with the first letter capitalised, as an output that opens with
-    the term writes it (and the report reads it); those the vocabulary cannot write are left out."""
-    opening = []
-    for normalized in tokenizer.normalize_tgt(list(entry.targets)):
-        for text in _cased(normalized)[1:]:
-            ids = [p.id for p in _pieces(text, tokenizer, bare)]
-            if UNK not in ids and len(ids) <= MAX_TERM_PIECES and ids not in forms + opening:
-                opening.append(ids)
-    return opening
-
-
 def _bare_processor(proto: bytes) -> spm.SentencePieceProcessor:
     """The target SentencePiece model without its dummy prefix: it writes a text as it comes inside a line, with no
     word starting before it (汤姆 as 汤姆, where the model alone writes ▁汤姆)."""
@@ -216,7 +198,7 @@ def _entry_forms(entry: Entry, tokenizer: Tokenizer, bare: spm.SentencePieceProc
     inside the sentence writes a space."""
     forms = []
     for target, text in zip(entry.targets, tokenizer.normalize_tgt(list(entry.targets))):
-        pieces = _pieces(text, tokenizer, bare)
+        pieces = (bare if UNSPACED_CHAR.match(text[0]) else tokenizer.tgt).encode(text, return_type="proto").pieces
         ids = [p.id for p in pieces]
         if not ids or UNK in ids:
             unwritten = next((p.surface for p in pieces if p.id == UNK), target)
@@ -226,8 +208,3 @@ def _entry_forms(entry: Entry, tokenizer: Tokenizer, bare: spm.SentencePieceProc
                           f"{MAX_TERM_PIECES}")
         forms.append(ids)
     return [list(form) for form in dict.fromkeys(map(tuple, forms))]
-
-
-def _pieces(text: str, tokenizer: Tokenizer, bare: spm.SentencePieceProcessor) -> list:
-    """A target form's SentencePiece pieces: with the bare model where it starts in a script without spaces."""
-    return (bare if UNSPACED_CHAR.match(text[0]) else tokenizer.tgt).encode(text, return_type="proto").pieces

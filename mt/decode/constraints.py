@@ -54,41 +54,31 @@ class Terms:
     WordPieces."""
 
     root: Node
-    opening: Node  # the root of an empty output: the forms, and those that may only open an output
     all: int      # the bitmask of all M terms: (1 << M) - 1
     longest: int  # longest_forms
     ids: frozenset[int]  # the ids of all forms
     words: WordPieces
 
     @classmethod
-    def of(cls, terms: list[Forms], words: WordPieces = WordPieces(), opening: list[Forms] | None = None) -> Terms:
-        """From each term occurrence's target forms (ids), and the forms that may only open an output (`opening`,
-        one list per term: a lowercase target capitalised, "Stop" for "stop")."""
-        opening = [list(forms) for forms in opening] if opening else [[] for _ in terms]
-        root = _trie(terms)
-        opening_root = _trie([forms + more for forms, more in zip(terms, opening)]) if any(opening) else root
-        longest = sum(max(map(len, forms + more), default=0) for forms, more in zip(terms, opening))
-        ids = frozenset(token for forms, more in zip(terms, opening) for form in forms + more for token in form)
-        return cls(root, opening_root, (1 << len(terms)) - 1, longest, ids, words)
+    def of(cls, terms: list[Forms], words: WordPieces = WordPieces()) -> Terms:
+        """From each term occurrence's target forms (ids)."""
+        root = Node()
+        for term, forms in enumerate(terms):
+            for form in forms:
+                node = root
+                for token in form:
+                    node.terms |= 1 << term
+                    node = node.children.setdefault(token, Node())
+                node.terms |= 1 << term
+                node.ends += (term,)
+        longest = sum(max(map(len, forms), default=0) for forms in terms)
+        ids = frozenset(token for forms in terms for form in forms for token in form)
+        return cls(root, (1 << len(terms)) - 1, longest, ids, words)
 
     def start(self) -> TermState:
         """An empty output's state: it holds no term (but one with an empty form)."""
         met = sum({1 << term for term in self.root.ends})
-        return TermState(self, met, 0, self.opening, 0, False)
-
-
-def _trie(terms: list[Forms]) -> Node:
-    """The root of a trie of the terms' forms."""
-    root = Node()
-    for term, forms in enumerate(terms):
-        for form in forms:
-            node = root
-            for token in form:
-                node.terms |= 1 << term
-                node = node.children.setdefault(token, Node())
-            node.terms |= 1 << term
-            node.ends += (term,)
-    return root
+        return TermState(self, met, 0, self.root, 0, False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,8 +110,7 @@ class TermState:
         """(tokens that go on with the open form, tokens that start a form of an unmet term)."""
         unmet = self.terms.all & ~self.met
         go_on = [token for token, child in self.node.children.items() if child.terms & unmet] if self.depth else []
-        root = self.node if self.depth == 0 else self.terms.root  # an empty output's is Terms.opening
-        starts = [token for token, child in root.children.items() if child.terms & unmet]
+        starts = [token for token, child in self.terms.root.children.items() if child.terms & unmet]
         return go_on, starts
 
     def advance(self, token: int) -> TermState:
@@ -135,8 +124,8 @@ class TermState:
         child = self.node.children.get(token)
         if child is not None and child.terms & ~self.met:
             return self._enter(child, token)
-        if self.depth == 0:  # no form open; after the first token, only the forms that are not opening ones
-            return self._at(self.terms.root, 0) if self.word_end or self.node is not self.terms.root else self
+        if self.depth == 0:
+            return self._at(self.node, 0) if self.word_end else self
         # the open form is broken: its tokens leave the bank, and the token may start a form from the root
         return self._at(self.terms.root, 0).advance(token)
 

@@ -136,8 +136,7 @@ class Translator:
     def find_terms(self, lines: list[str], glossary: TermFinder) -> tuple[list[list[Match]], list[Terms | None]]:
         """Each line's glossary terms, and what the search must hold for them (None for a line without)."""
         matches = [glossary.find(line) for line in lines]
-        return matches, [Terms.of(glossary.forms(m), self.word_pieces, glossary.opening(m)) if m else None
-                         for m in matches]
+        return matches, [Terms.of(glossary.forms(m), self.word_pieces) if m else None for m in matches]
 
     def translate_ids(self, src_ids: list[list[int]], decode: DecodeConfig | None = None,
                       terms: list[Terms | None] | None = None) -> list[list[Translation]]:
