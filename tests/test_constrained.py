@@ -10,7 +10,7 @@ from test_search import MAX_LEN, SOURCES, SRC, EagerToStop, peaky_model, repeats
 from mt.config import DecodeConfig
 from mt.core.errors import MtError
 from mt.data.tokenizer import EOS, UNK
-from mt.decode.constrained import _allocate, constrained_beam_search
+from mt.decode.constrained import Finished, _allocate, _best, constrained_beam_search
 from mt.decode.constraints import Terms, WordPieces
 from mt.decode.ctranslate2 import CTranslate2Engine
 from mt.decode.engine import Hypothesis, search_sources
@@ -62,6 +62,14 @@ def test_rows_go_bank_by_bank_after_the_likeliest_candidate_of_all():
     pool = {(0, 6): -3.0, (1, 5): -2.5, (1, 7): -1.0, (0, 8): -2.0}
     order = [(c.row, c.token, c.state.bank) for c in _allocate(pool, rows)]
     assert order == [(1, 7, 0), (0, 6, 2), (1, 5, 1), (0, 8, 0)]  # the likeliest, then the best of each bank, top down
+
+
+def test_an_output_that_holds_a_term_more_often_than_its_sentence_ranks_after_those_that_do_not():
+    once, twice = Terms.of([[[5, 6]]]), Terms.of([[[5, 6]], [[5, 6]]])
+    assert once.surplus([5, 6, 8, 5, 6]) and not twice.surplus([5, 6, 8, 5, 6]) and not once.surplus([5, 8, 6])
+    repeat, single, missing = Hypothesis([5, 6, 8, 5, 6], -1.0), Hypothesis([5, 6, 8], -2.0), Hypothesis([8], -0.5)
+    assert _best(Finished([repeat, single], [missing]), 3, once) == [single, repeat, missing]
+    assert _best(Finished([repeat, single], [missing]), 3, twice) == [repeat, single, missing]
 
 
 def test_word_pieces_and_a_form_that_ends_a_word():

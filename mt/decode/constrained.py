@@ -15,7 +15,8 @@ model's own "I think his opinion is very important." holds the term "important".
 EOS is open only to a row whose output holds every term, and the pieces that glue onto a word are closed to a row
 whose last token completed a form that ends a word (TermState.word_end). At its output limit a sentence's
 candidates all finish, those that miss a term too: they fill its n-best only where outputs that hold every term
-cannot. A sentence stops once it has n-best outputs that hold every term and no open row that holds every term
+cannot. Among those that hold every term, one that holds a term more often than the sentence has it ranks after
+those that do not (Terms.surplus): where the search found both, the repeat is the model's mistake. A sentence stops once it has n-best outputs that hold every term and no open row that holds every term
 can enter them, or once it has as many outputs that hold every term as it has open rows (_done).
 Scores mean what they mean in beam_search (mt/decode/search.py).
 """
@@ -98,7 +99,7 @@ def constrained_beam_search(model: Transformer | Ensemble, src: Tensor, max_len:
         scores = torch.tensor([c.score for c in survivors], device=device).view(-1, k)
         decoder.select(index, same_sentences=len(still_active) == len(active))
         active = still_active
-    return [_best(sentence, nbest) for sentence in finished]
+    return [_best(sentence, nbest, sentence_terms) for sentence, sentence_terms in zip(finished, terms)]
 
 
 def _candidates(log_probs: Tensor, scores: Tensor, rows: list[TermState], decoder: StepDecoder, k: int) -> list[Pool]:
@@ -195,7 +196,8 @@ def _done(met: list[Hypothesis], kept: list[Candidate], nbest: int, max_len: int
     return best_possible <= worst_kept
 
 
-def _best(finished: Finished, nbest: int) -> list[Hypothesis]:
-    """The nbest best outputs that hold every term, best first; then, if they are fewer, the best of the others."""
-    met = sorted(finished.met, key=lambda h: -h.score)[:nbest]
+def _best(finished: Finished, nbest: int, terms: Terms) -> list[Hypothesis]:
+    """The nbest best outputs that hold every term, best first, those that hold a term more often than the sentence
+    has it after the others (Terms.surplus); then, if they are fewer, the best of the outputs that miss a term."""
+    met = sorted(finished.met, key=lambda h: (terms.surplus(h.tokens), -h.score))[:nbest]
     return met + sorted(finished.unmet, key=lambda h: -h.score)[:nbest - len(met)]

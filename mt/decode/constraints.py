@@ -10,6 +10,7 @@ unordered constraints: "A A B" holds "A B").
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -39,6 +40,12 @@ def longest_forms(terms: Terms | None) -> int:
     return terms.longest if terms is not None else 0
 
 
+def _occurrences(tokens: list[int], form: tuple[int, ...]) -> int:
+    """How often `form` stands in `tokens`."""
+    n = len(form)
+    return sum(tuple(tokens[i:i + n]) == form for i in range(len(tokens) - n + 1)) if n else 0
+
+
 @dataclass(eq=False)
 class Node:
     """A node of the trie: the tokens of a form so far."""
@@ -54,6 +61,7 @@ class Terms:
     WordPieces."""
 
     root: Node
+    asked: dict[tuple[tuple[int, ...], ...], int]  # each term's forms → how many of the M terms have them
     all: int      # the bitmask of all M terms: (1 << M) - 1
     longest: int  # longest_forms
     ids: frozenset[int]  # the ids of all forms
@@ -71,9 +79,15 @@ class Terms:
                     node = node.children.setdefault(token, Node())
                 node.terms |= 1 << term
                 node.ends += (term,)
+        asked = Counter(tuple(map(tuple, forms)) for forms in terms)
         longest = sum(max(map(len, forms), default=0) for forms in terms)
         ids = frozenset(token for forms in terms for form in forms for token in form)
-        return cls(root, (1 << len(terms)) - 1, longest, ids, words)
+        return cls(root, dict(asked), (1 << len(terms)) - 1, longest, ids, words)
+
+    def surplus(self, tokens: list[int]) -> bool:
+        """Whether an output holds a term's forms more often than the sentence has the term ("the village … the
+        village" for one 村庄)."""
+        return any(sum(_occurrences(tokens, form) for form in forms) > times for forms, times in self.asked.items())
 
     def start(self) -> TermState:
         """An empty output's state: it holds no term (but one with an empty form)."""
