@@ -92,8 +92,9 @@ class TermFinder:
         uses = []
         for m in matches:
             if m.entry not in found:
-                index = _index((key, key) for written in self._written[m.entry] for key in _cased(written))
-                found[m.entry] = [text for _, _, text in _scan(output, index, bounds)]  # as the output writes it
+                index = _index((key, written) for written in self._written[m.entry] for key in _cased(written))
+                spans = _scan(output, index, bounds)
+                found[m.entry] = [output[start:end] for start, end, _ in spans]  # as the output writes it
             uses.append(_use(m.entry, found[m.entry], self._written[m.entry]))
         return uses
 

@@ -16,8 +16,9 @@ EOS is open only to a row whose output holds every term, and the pieces that glu
 whose last token completed a form that ends a word (TermState.word_end). At its output limit a sentence's
 candidates all finish, those that miss a term too: they fill its n-best only where outputs that hold every term
 cannot. Among those that hold every term, one that holds a term more often than the sentence has it ranks after
-those that do not (Terms.surplus): where the search found both, the repeat is the model's mistake. A sentence stops once it has n-best outputs that hold every term and no open row that holds every term
-can enter them, or once it has as many outputs that hold every term as it has open rows (_done).
+those that do not (Terms.surplus): where the search found both, the repeat is the model's mistake. A sentence
+stops once it has n-best outputs that hold every term and no open row that holds every term can enter them, or
+once it has as many outputs that hold every term as it has open rows (_done).
 Scores mean what they mean in beam_search (mt/decode/search.py).
 """
 
